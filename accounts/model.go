@@ -1,0 +1,220 @@
+// Package accounts holds Timeblock's account domain: users, pools, subscriptions,
+// keys and combined keys, the store they live in, and the rules that govern them.
+// It imports no Caddy package.
+package accounts
+
+import "time"
+
+// Block is one of the three fixed UTC time blocks a seat is sold in.
+type Block string
+
+const (
+	BlockAsia     Block = "asia"     // 00:00-07:59 UTC
+	BlockEurope   Block = "europe"   // 08:00-15:59 UTC
+	BlockAmericas Block = "americas" // 16:00-23:59 UTC
+)
+
+// Blocks lists the blocks in hour order.
+var Blocks = []Block{BlockAsia, BlockEurope, BlockAmericas}
+
+// HoursPerBlock is the number of UTC hours in a block.
+const HoursPerBlock = 8
+
+// FirstHour returns the first UTC hour of the block, or -1 for an unknown block.
+func (b Block) FirstHour() int {
+	switch b {
+	case BlockAsia:
+		return 0
+	case BlockEurope:
+		return 8
+	case BlockAmericas:
+		return 16
+	}
+	return -1
+}
+
+// Valid reports whether b names a known block.
+func (b Block) Valid() bool { return b.FirstHour() >= 0 }
+
+// HourMask is a set of UTC hours: bit h is set when hour h is included.
+type HourMask uint32
+
+// Has reports whether hour h is in the set.
+func (m HourMask) Has(h int) bool { return h >= 0 && h < 24 && m&(1<<uint(h)) != 0 }
+
+// Hours lists the hours in the set in ascending order.
+func (m HourMask) Hours() []int {
+	hours := make([]int, 0, 24)
+	for h := 0; h < 24; h++ {
+		if m.Has(h) {
+			hours = append(hours, h)
+		}
+	}
+	return hours
+}
+
+// MaskOf returns the hours covered by the given blocks.
+func MaskOf(blocks []Block) HourMask {
+	var m HourMask
+	for _, b := range blocks {
+		if first := b.FirstHour(); first >= 0 {
+			m |= HourMask(0xFF) << uint(first)
+		}
+	}
+	return m
+}
+
+// Pool status values.
+const (
+	PoolDraft      = "draft"
+	PoolFunding    = "funding"
+	PoolActivating = "activating"
+	PoolActive     = "active"
+	PoolPaused     = "paused"
+)
+
+// Pool is a plan for one model, offering seats in time blocks. Pools come from
+// the Caddy configuration and are upserted into the store at provision.
+type Pool struct {
+	ID                 string           // UUID, stable across config reloads (derived from the slug)
+	Slug               string           // unique
+	ModelID            string           // the model clients name in requests
+	ModelName          string           // display name
+	Description        string
+	Status             string           // one of the Pool* status values
+	Slots              int              // seats per hour
+	BlockPrices        map[Block]string // monthly USD per seat, exact decimal string; absent = block not sold
+	AnnualDiscount     string           // fraction as an exact decimal string, e.g. "0.15"
+	ManualProvisioning bool
+	MaxOutputTokens    int // 0 = no ceiling
+	UpdatedAt          time.Time
+}
+
+// Subscription status values.
+const (
+	SubActive     = "active"
+	SubPendingKey = "pending_key"
+	SubPastDue    = "past_due"
+	SubCanceled   = "canceled"
+)
+
+// Billing cycles.
+const (
+	CycleMonth = "month"
+	CycleYear  = "year"
+)
+
+// Seat is one hour of one seat index in a pool.
+type Seat struct {
+	Hour      int
+	SlotIndex int
+}
+
+// Subscription is a user's purchase of seats in one or more blocks of a pool.
+type Subscription struct {
+	ID                 string
+	UserID             string
+	PoolID             string
+	Status             string
+	Blocks             []Block
+	Quantity           int
+	BillingCycle       string
+	MonthlyPrice       string // exact decimal string
+	CancelAtPeriodEnd  bool
+	CurrentPeriodStart time.Time
+	CurrentPeriodEnd   time.Time
+	PastDueSince       time.Time // zero unless past_due
+	TermsVersion       string    // acknowledged terms version; "" when the purchase was made through the API without one
+	AckVia             string    // "terms" when acknowledged, "api" when the acknowledgment was omitted
+	Seats              []Seat    // held seats, released on cancel
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+}
+
+// User is an account holder.
+type User struct {
+	ID            string
+	Email         string // unique, lower-cased
+	Name          string
+	PaymentMethod *PaymentMethod // nil when no card is saved
+	CreatedAt     time.Time
+}
+
+// PaymentMethod is a saved card, as the processor describes it.
+type PaymentMethod struct {
+	ID    string // processor's id
+	Brand string
+	Last4 string
+}
+
+// Session is a logged-in session; only the token's hash is stored.
+type Session struct {
+	TokenHash string
+	UserID    string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// ManagementKey authenticates scripts on /api/*; only the hash of its secret is stored.
+type ManagementKey struct {
+	ID         string
+	UserID     string
+	Name       string
+	Prefix     string // "mk_" + 8 identifying chars, shown in lists
+	Hash       string
+	Active     bool
+	CreatedAt  time.Time
+	LastUsedAt time.Time
+}
+
+// Key is a consumption key bound to one subscription. The key itself is stored
+// encrypted (it must stay retrievable) and found by its hash.
+type Key struct {
+	ID             string
+	UserID         string
+	SubscriptionID string
+	Name           string
+	Hash           string // lookup hash of the full key
+	Ciphertext     []byte // the full key, sealed with the configured secret
+	Active         bool
+	CreatedAt      time.Time
+	LastUsedAt     time.Time
+}
+
+// Member roles of a combined key.
+const (
+	RoleLane  = "lane"
+	RoleBoost = "boost"
+)
+
+// Member is one subscription folded into a combined key.
+type Member struct {
+	SubscriptionID string
+	Role           string
+}
+
+// CombinedKey is one credential spanning two or more subscriptions.
+type CombinedKey struct {
+	ID         string
+	UserID     string
+	Label      string
+	Hash       string
+	Ciphertext []byte
+	Active     bool
+	Members    []Member
+	CreatedAt  time.Time
+	LastUsedAt time.Time
+}
+
+// Charge records one attempt to charge a user, for audit and to make renewals
+// happen exactly once per period even with several nodes.
+type Charge struct {
+	ID             string
+	UserID         string
+	SubscriptionID string
+	PeriodStart    time.Time // start of the billing period this charge pays for
+	Amount         string    // exact decimal USD
+	Status         string    // "pending", "succeeded", "failed"
+	ProcessorRef   string
+	CreatedAt      time.Time
+}
