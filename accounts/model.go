@@ -76,10 +76,10 @@ const (
 // Pool is a plan for one model, offering seats in time blocks. Pools come from
 // the Caddy configuration and are upserted into the store at provision.
 type Pool struct {
-	ID                 string           // UUID, stable across config reloads (derived from the slug)
-	Slug               string           // unique
-	ModelID            string           // the model clients name in requests
-	ModelName          string           // display name
+	ID                 string // UUID, stable across config reloads (derived from the slug)
+	Slug               string // unique
+	ModelID            string // the model clients name in requests
+	ModelName          string // display name
 	Description        string
 	Status             string           // one of the Pool* status values
 	Slots              int              // seats per hour
