@@ -1,0 +1,48 @@
+package api
+
+import (
+	"net/http"
+
+	"go.uber.org/zap"
+
+	"github.com/timeblock/timeblock/accounts"
+)
+
+// Operator serves the operator endpoints (mounted under /timeblock/ on
+// Caddy's admin API, which is where access to them is controlled).
+type Operator struct {
+	svc    *accounts.Service
+	opts   Options
+	mux    *http.ServeMux
+	logger *zap.Logger
+}
+
+// NewOperator builds the operator endpoints handler.
+func NewOperator(svc *accounts.Service, opts Options) *Operator {
+	if opts.MaxBody <= 0 {
+		opts.MaxBody = 32 << 20
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	o := &Operator{svc: svc, opts: opts, mux: http.NewServeMux(), logger: opts.Logger}
+	o.handle("POST /timeblock/users", o.createUser)
+	o.handle("POST /timeblock/users/{id}/sessions", o.createSession)
+	o.handle("POST /timeblock/subscriptions/{id}/deliver", o.deliver)
+	o.handle("POST /timeblock/subscriptions/{id}/payment-failed", o.paymentFailed)
+	o.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, o.logger, accounts.NotFound("no such operator endpoint: %s %s", r.Method, r.URL.Path))
+	})
+	return o
+}
+
+// ServeHTTP serves one operator request.
+func (o *Operator) ServeHTTP(w http.ResponseWriter, r *http.Request) { o.mux.ServeHTTP(w, r) }
+
+func (o *Operator) handle(pattern string, fn func(w http.ResponseWriter, r *http.Request) error) {
+	o.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if err := fn(w, r); err != nil {
+			writeError(w, o.logger, err)
+		}
+	})
+}

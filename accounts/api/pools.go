@@ -1,0 +1,79 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/timeblock/timeblock/accounts"
+)
+
+// GET /api/pools/disclosure → the purchase terms. Public: no credentials.
+func (h *Handler) disclosure(w http.ResponseWriter, _ *http.Request) {
+	writeData(w, http.StatusOK, h.svc.Terms())
+}
+
+// GET /api/pools → the active pools.
+func (h *Handler) listPools(w http.ResponseWriter, r *http.Request, _ *accounts.Principal) error {
+	pools, err := h.svc.ListPools(r.Context())
+	if err != nil {
+		return err
+	}
+	writeData(w, http.StatusOK, pools)
+	return nil
+}
+
+// GET /api/pools/{id} → the pool (by UUID or slug) with its hourSlots.
+func (h *Handler) getPool(w http.ResponseWriter, r *http.Request, _ *accounts.Principal) error {
+	pool, err := h.svc.GetPool(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeData(w, http.StatusOK, pool)
+	return nil
+}
+
+// POST /api/pools/{id}/subscribe {blocks, quantity?, billingCycle?,
+// acknowledgment?} → 201 with the new subscription (key null) and the
+// amount charged.
+func (h *Handler) subscribe(w http.ResponseWriter, r *http.Request, p *accounts.Principal) error {
+	var body accounts.SubscribeRequest
+	if err := decodeBody(w, r, h.opts.MaxBody, &body, false); err != nil {
+		return err
+	}
+	res, err := h.svc.Subscribe(r.Context(), p.UserID, r.PathValue("id"), body)
+	if err != nil {
+		return err
+	}
+	writeData(w, http.StatusCreated, res)
+	return nil
+}
+
+// GET /api/pools/{id}/my-subscriptions → the user's subscriptions on the pool.
+func (h *Handler) mySubscriptions(w http.ResponseWriter, r *http.Request, p *accounts.Principal) error {
+	subs, err := h.svc.MySubscriptions(r.Context(), p.UserID, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeData(w, http.StatusOK, subs)
+	return nil
+}
+
+// GET /api/pools/{id}/my-keys → GET /api/keys rows of the user's keys on the pool.
+func (h *Handler) myKeys(w http.ResponseWriter, r *http.Request, p *accounts.Principal) error {
+	rows, err := h.svc.MyKeys(r.Context(), p.UserID, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeData(w, http.StatusOK, rows)
+	return nil
+}
+
+// DELETE /api/pools/{id}/pledge → {canceled: true, subscriptionId,
+// currentPeriodEnd}: the most recent subscription ends at its period end.
+func (h *Handler) cancelPledge(w http.ResponseWriter, r *http.Request, p *accounts.Principal) error {
+	res, err := h.svc.CancelPledge(r.Context(), p.UserID, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeData(w, http.StatusOK, res)
+	return nil
+}

@@ -1,0 +1,447 @@
+package accounts
+
+// Billing: the payment-processor interface, the built-in test processor, and
+// the billing endpoints (save a card, billing status). Saving a card retries
+// the user's past-due charges at once.
+//
+// Charges and transactions. A processor call is never made inside a store
+// transaction (Update may re-run its function, and a charge is an outside
+// effect). Every charge carries an idempotency key derived from the logical
+// operation, so repeating a call after a crash or a race charges at most
+// once, and its outcome is recorded afterwards in a transaction that first
+// re-reads the state it depends on:
+//
+//   - subscribe: "subscribe:<subscription id>"; charged before anything is
+//     written, refunded when the transaction then fails (see subscribe.go);
+//   - renewal: "renew:<subscription id>:<period start>", after the period was
+//     claimed by creating its pending Charge record (see lifecycle.go);
+//   - past-due retry: "retry:<subscription id>:<charge id>:<payment method
+//     id>": the same card is never charged twice for one outstanding charge.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// ErrDeclined is what Processor.Charge returns when the card was declined.
+var ErrDeclined = errors.New("card declined")
+
+// ChargeRequest asks a processor to charge a user's saved payment method.
+type ChargeRequest struct {
+	UserID   string
+	MethodID string // PaymentMethod.ID
+	Amount   string // exact decimal USD, at most two decimals
+	// IdempotencyKey identifies the logical charge: a processor charges at
+	// most once per key and answers repeats with the first outcome.
+	IdempotencyKey string
+	Description    string
+}
+
+// Processor is a payment processor. The built-in TestProcessor is the
+// default; a real one (Stripe and the like) implements the same methods.
+type Processor interface {
+	// Name identifies the processor in GET /api/billing/status.
+	Name() string
+	// SaveMethod validates and saves a payment method for the user; an
+	// unusable method is a 400 *Error that says what to send.
+	SaveMethod(ctx context.Context, userID, method string) (PaymentMethod, error)
+	// Charge charges the amount and returns the processor's reference.
+	// A declined card is ErrDeclined (possibly wrapped).
+	Charge(ctx context.Context, req ChargeRequest) (ref string, err error)
+	// Refund returns a charge in full, at most once per idempotency key.
+	Refund(ctx context.Context, ref, idempotencyKey string) error
+}
+
+// Test payment methods of the built-in processor (the usual test names).
+const (
+	TestCardVisa       = "pm_card_visa"
+	TestCardMastercard = "pm_card_mastercard"
+	TestCardDeclined   = "pm_card_chargeCustomerFail"
+)
+
+var testCards = map[string]PaymentMethod{
+	TestCardVisa:       {ID: TestCardVisa, Brand: "visa", Last4: "4242"},
+	TestCardMastercard: {ID: TestCardMastercard, Brand: "mastercard", Last4: "4444"},
+	TestCardDeclined:   {ID: TestCardDeclined, Brand: "visa", Last4: "0341"},
+}
+
+// TestProcessor is the built-in processor: no money moves. Visa and
+// Mastercard test cards are charged successfully; pm_card_chargeCustomerFail
+// is saved but every charge on it is declined. It keeps a ledger, answers
+// repeated idempotency keys with the first outcome like a real processor,
+// and is safe for concurrent use (several Services may share one to act as
+// one external processor).
+type TestProcessor struct {
+	mu      sync.Mutex
+	results map[string]testResult // by idempotency key
+	ledger  []TestCharge
+	calls   int
+}
+
+type testResult struct {
+	ref string
+	err error
+}
+
+// TestCharge is one successful charge in the test processor's ledger.
+type TestCharge struct {
+	Ref            string
+	UserID         string
+	MethodID       string
+	Amount         string
+	IdempotencyKey string
+	Description    string
+	Refunded       bool
+}
+
+// NewTestProcessor returns an empty test processor.
+func NewTestProcessor() *TestProcessor {
+	return &TestProcessor{results: make(map[string]testResult)}
+}
+
+// Name returns "test".
+func (p *TestProcessor) Name() string { return "test" }
+
+// SaveMethod accepts the test card names.
+func (p *TestProcessor) SaveMethod(_ context.Context, _ string, method string) (PaymentMethod, error) {
+	pm, ok := testCards[method]
+	if !ok {
+		return PaymentMethod{}, Invalid("unknown payment method %q: the test processor accepts %s, %s (charges succeed) and %s (saved, every charge declined)",
+			method, TestCardVisa, TestCardMastercard, TestCardDeclined)
+	}
+	return pm, nil
+}
+
+// Charge succeeds for the Visa and Mastercard test cards and is declined
+// for every other method.
+func (p *TestProcessor) Charge(_ context.Context, req ChargeRequest) (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls++
+	if req.IdempotencyKey != "" {
+		if r, ok := p.results[req.IdempotencyKey]; ok {
+			return r.ref, r.err
+		}
+	}
+	var r testResult
+	switch req.MethodID {
+	case TestCardVisa, TestCardMastercard:
+		sum := sha256.Sum256([]byte(req.IdempotencyKey + "\x00" + req.UserID + "\x00" + req.Amount))
+		r.ref = "ch_test_" + hex.EncodeToString(sum[:12])
+		if req.IdempotencyKey == "" {
+			r.ref = fmt.Sprintf("ch_test_%d", len(p.ledger)+1)
+		}
+		p.ledger = append(p.ledger, TestCharge{
+			Ref: r.ref, UserID: req.UserID, MethodID: req.MethodID, Amount: req.Amount,
+			IdempotencyKey: req.IdempotencyKey, Description: req.Description,
+		})
+	default:
+		r.err = fmt.Errorf("test processor: %s: %w", req.MethodID, ErrDeclined)
+	}
+	if req.IdempotencyKey != "" {
+		p.results[req.IdempotencyKey] = r
+	}
+	return r.ref, r.err
+}
+
+// Refund marks a charge of the ledger refunded.
+func (p *TestProcessor) Refund(_ context.Context, ref, _ string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := range p.ledger {
+		if p.ledger[i].Ref == ref {
+			p.ledger[i].Refunded = true
+			return nil
+		}
+	}
+	return fmt.Errorf("test processor: no charge %s to refund", ref)
+}
+
+// Ledger returns the successful charges so far, oldest first.
+func (p *TestProcessor) Ledger() []TestCharge {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]TestCharge(nil), p.ledger...)
+}
+
+// Calls returns how many times Charge was called, repeats included.
+func (p *TestProcessor) Calls() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.calls
+}
+
+// PaymentMethodView is a saved card on the wire.
+type PaymentMethodView struct {
+	ID    string `json:"id"`
+	Brand string `json:"brand"`
+	Last4 string `json:"last4"`
+}
+
+func paymentMethodView(pm *PaymentMethod) *PaymentMethodView {
+	if pm == nil {
+		return nil
+	}
+	return &PaymentMethodView{ID: pm.ID, Brand: pm.Brand, Last4: pm.Last4}
+}
+
+// SetupIntentResult answers POST /api/billing/setup-intent.
+type SetupIntentResult struct {
+	PaymentMethod PaymentMethodView `json:"paymentMethod"`
+	// Recovered lists past-due subscriptions the new card paid for (now active).
+	Recovered []string `json:"recovered"`
+	// PastDue lists subscriptions still past due after the retry.
+	PastDue []string `json:"pastDue"`
+}
+
+// BillingStatus answers GET /api/billing/status.
+type BillingStatus struct {
+	HasPaymentMethod bool               `json:"hasPaymentMethod"`
+	PaymentMethod    *PaymentMethodView `json:"paymentMethod"`
+	Processor        string             `json:"processor"`
+	PastDue          []string           `json:"pastDue"`
+}
+
+// SetupIntent saves a payment method for the user (replacing any previous
+// one) and retries the user's past-due charges with it at once.
+func (s *Service) SetupIntent(ctx context.Context, userID, method string) (*SetupIntentResult, error) {
+	if method == "" {
+		return nil, Invalid("paymentMethod is required, e.g. {\"paymentMethod\": %q}", TestCardVisa)
+	}
+	if len(method) > maxLabel {
+		return nil, Invalid("paymentMethod is longer than %d characters", maxLabel)
+	}
+	pm, err := s.processor.SaveMethod(ctx, userID, method)
+	if err != nil {
+		return nil, err
+	}
+	err = s.store.Update(ctx, func(tx Tx) error {
+		u, err := tx.GetUser(userID)
+		if err != nil {
+			return err
+		}
+		saved := pm
+		u.PaymentMethod = &saved
+		return tx.UpdateUser(u)
+	})
+	if errors.Is(err, ErrNotFound) {
+		return nil, NotFound("no user %s", userID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("save payment method: %w", err)
+	}
+	res := &SetupIntentResult{PaymentMethod: *paymentMethodView(&pm), Recovered: []string{}, PastDue: []string{}}
+	recovered, stillDue, err := s.retryPastDue(ctx, userID, pm)
+	if err != nil {
+		// The card is saved; the retry failing is logged, not the request.
+		s.logger.Error("retrying past-due charges", zap.String("user_id", userID), zap.Error(err))
+	}
+	res.Recovered = append(res.Recovered, recovered...)
+	res.PastDue = append(res.PastDue, stillDue...)
+	return res, nil
+}
+
+// BillingStatus reports the user's payment method and past-due subscriptions.
+func (s *Service) BillingStatus(ctx context.Context, userID string) (*BillingStatus, error) {
+	var (
+		u    *User
+		subs []*Subscription
+	)
+	err := s.store.View(ctx, func(tx Tx) error {
+		var err error
+		if u, err = tx.GetUser(userID); err != nil {
+			return err
+		}
+		subs, err = tx.ListSubscriptionsByUser(userID)
+		return err
+	})
+	if errors.Is(err, ErrNotFound) {
+		return nil, NotFound("no user %s", userID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("billing status: %w", err)
+	}
+	st := &BillingStatus{
+		HasPaymentMethod: u.PaymentMethod != nil,
+		PaymentMethod:    paymentMethodView(u.PaymentMethod),
+		Processor:        s.processor.Name(),
+		PastDue:          []string{},
+	}
+	for _, sub := range subs {
+		if sub.Status == SubPastDue {
+			st.PastDue = append(st.PastDue, sub.ID)
+		}
+	}
+	return st, nil
+}
+
+// outstandingCharge returns the failed charge a past-due subscription owes:
+// the renewal of the period starting at CurrentPeriodEnd, or the charge of
+// the current period that the operator marked failed.
+func outstandingCharge(charges []*Charge, sub *Subscription) *Charge {
+	var out *Charge
+	for _, c := range charges {
+		if c.Status != ChargeFailed {
+			continue
+		}
+		if !c.PeriodStart.Equal(sub.CurrentPeriodEnd) && !c.PeriodStart.Equal(sub.CurrentPeriodStart) {
+			continue
+		}
+		if out == nil || c.PeriodStart.After(out.PeriodStart) {
+			out = c
+		}
+	}
+	return out
+}
+
+// Charge statuses.
+const (
+	ChargePending   = "pending"
+	ChargeSucceeded = "succeeded"
+	ChargeFailed    = "failed"
+)
+
+// retryPastDue charges each past-due subscription's outstanding charge to
+// pm. It returns the subscriptions that are active again and those still
+// past due.
+func (s *Service) retryPastDue(ctx context.Context, userID string, pm PaymentMethod) (recovered, stillDue []string, err error) {
+	type due struct {
+		sub    *Subscription
+		charge *Charge
+	}
+	var dues []due
+	err = s.store.View(ctx, func(tx Tx) error {
+		dues = dues[:0]
+		subs, err := tx.ListSubscriptionsByUser(userID)
+		if err != nil {
+			return err
+		}
+		for _, sub := range subs {
+			if sub.Status != SubPastDue {
+				continue
+			}
+			charges, err := tx.ListCharges(sub.ID)
+			if err != nil {
+				return err
+			}
+			dues = append(dues, due{sub: sub, charge: outstandingCharge(charges, sub)})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	var errs []error
+	for _, d := range dues {
+		if d.charge == nil {
+			s.logger.Warn("past-due subscription has no failed charge to retry", zap.String("subscription_id", d.sub.ID))
+			stillDue = append(stillDue, d.sub.ID)
+			continue
+		}
+		ok, err := s.retryCharge(ctx, d.sub, d.charge, pm)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("subscription %s: %w", d.sub.ID, err))
+			stillDue = append(stillDue, d.sub.ID)
+		case ok:
+			recovered = append(recovered, d.sub.ID)
+		default:
+			stillDue = append(stillDue, d.sub.ID)
+		}
+	}
+	return recovered, stillDue, errors.Join(errs...)
+}
+
+// retryCharge charges one outstanding charge and, on success, makes the
+// subscription active again (advancing the period when the charge paid for
+// the next one). It reports whether the subscription recovered.
+func (s *Service) retryCharge(ctx context.Context, sub *Subscription, c *Charge, pm PaymentMethod) (bool, error) {
+	idem := "retry:" + sub.ID + ":" + c.ID + ":" + pm.ID
+	ref, err := s.processor.Charge(ctx, ChargeRequest{
+		UserID: sub.UserID, MethodID: pm.ID, Amount: c.Amount, IdempotencyKey: idem,
+		Description: fmt.Sprintf("Timeblock subscription %s, past-due period from %s", sub.ID, c.PeriodStart.Format(time.DateOnly)),
+	})
+	if errors.Is(err, ErrDeclined) {
+		s.logger.Info("past-due retry declined", zap.String("subscription_id", sub.ID))
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("charging: %w", err)
+	}
+	var stale bool
+	err = s.store.Update(ctx, func(tx Tx) error {
+		stale = false
+		cur, err := tx.GetSubscription(sub.ID)
+		if err != nil {
+			return err
+		}
+		charges, err := tx.ListCharges(sub.ID)
+		if err != nil {
+			return err
+		}
+		var ch *Charge
+		for _, x := range charges {
+			if x.ID == c.ID {
+				ch = x
+			}
+		}
+		if ch == nil || cur.Status != SubPastDue || ch.Status != ChargeFailed {
+			stale = ch == nil || ch.ProcessorRef != ref
+			return nil
+		}
+		ch.Status = ChargeSucceeded
+		ch.ProcessorRef = ref
+		if err := tx.UpdateCharge(ch); err != nil {
+			return err
+		}
+		if ch.PeriodStart.Equal(cur.CurrentPeriodEnd) {
+			cur.CurrentPeriodStart = cur.CurrentPeriodEnd
+			cur.CurrentPeriodEnd = nextPeriodEnd(cur.CurrentPeriodEnd, cur.BillingCycle)
+		}
+		cur.Status = SubActive
+		cur.PastDueSince = time.Time{}
+		cur.UpdatedAt = s.clock()
+		return tx.UpdateSubscription(cur)
+	})
+	if err != nil {
+		s.refund(ctx, ref, idem, "recording the past-due retry failed")
+		return false, fmt.Errorf("recording retry: %w", err)
+	}
+	if stale {
+		// Someone else settled or canceled it meanwhile: this charge is extra.
+		s.refund(ctx, ref, idem, "the subscription was settled or canceled meanwhile")
+		return false, nil
+	}
+	s.logger.Info("past-due subscription recovered", zap.String("subscription_id", sub.ID), zap.String("charge_ref", ref))
+	s.publishKeyChange(ctx, sub.UserID)
+	return true, nil
+}
+
+// refund returns a charge that nothing was recorded for, and logs loudly
+// when even that fails (the operator must refund by hand).
+func (s *Service) refund(ctx context.Context, ref, idem, why string) {
+	// The request context may be what failed; the refund must still go out.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := s.processor.Refund(rctx, ref, "refund:"+idem); err != nil {
+		s.logger.Error("REFUND FAILED: refund this charge by hand",
+			zap.String("charge_ref", ref), zap.String("reason", why), zap.Error(err))
+		return
+	}
+	s.logger.Warn("charge refunded", zap.String("charge_ref", ref), zap.String("reason", why))
+}
+
+// nextPeriodEnd advances a period end by one calendar month or year.
+func nextPeriodEnd(t time.Time, cycle string) time.Time {
+	if cycle == CycleYear {
+		return t.AddDate(1, 0, 0)
+	}
+	return t.AddDate(0, 1, 0)
+}

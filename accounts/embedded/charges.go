@@ -1,0 +1,75 @@
+package embedded
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/timeblock/timeblock/accounts"
+)
+
+// periodKey is the unique key of a charge: its subscription and the
+// microsecond its period starts, the precision both backends keep.
+func periodKey(subscriptionID string, periodStart time.Time) []byte {
+	return binary.BigEndian.AppendUint64(compositeKey(subscriptionID), uint64(ts(periodStart).UnixMicro()))
+}
+
+// checkCharge checks the constraints a charge must meet to be written.
+func (t *tx) checkCharge(c *accounts.Charge) error {
+	if holder := t.bucket(bucketChargesByPeriod).Get(periodKey(c.SubscriptionID, c.PeriodStart)); holder != nil && string(holder) != c.ID {
+		return fmt.Errorf("subscription %s already has a charge for the period starting %s: %w",
+			c.SubscriptionID, c.PeriodStart.UTC().Format(time.RFC3339Nano), accounts.ErrConflict)
+	}
+	return t.refs(bucketUsers, c.UserID, bucketSubs, c.SubscriptionID)
+}
+
+func (t *tx) CreateCharge(c *accounts.Charge) error {
+	if t.exists(bucketCharges, c.ID) {
+		return fmt.Errorf("create charge %s: id already used: %w", c.ID, accounts.ErrConflict)
+	}
+	if err := t.checkCharge(c); err != nil {
+		return fmt.Errorf("create charge %s: %w", c.ID, err)
+	}
+	if err := t.save(bucketCharges, c.ID, newChargeRecord(c)); err != nil {
+		return fmt.Errorf("create charge %s: %w", c.ID, err)
+	}
+	return t.bucket(bucketChargesByPeriod).Put(periodKey(c.SubscriptionID, c.PeriodStart), []byte(c.ID))
+}
+
+func (t *tx) UpdateCharge(c *accounts.Charge) error {
+	var old chargeRecord
+	if err := t.mustLoad(bucketCharges, c.ID, &old); err != nil {
+		return fmt.Errorf("update charge %s: %w", c.ID, err)
+	}
+	if err := t.checkCharge(c); err != nil {
+		return fmt.Errorf("update charge %s: %w", c.ID, err)
+	}
+	if err := t.save(bucketCharges, c.ID, newChargeRecord(c)); err != nil {
+		return fmt.Errorf("update charge %s: %w", c.ID, err)
+	}
+	byPeriod := t.bucket(bucketChargesByPeriod)
+	if err := byPeriod.Delete(periodKey(old.SubscriptionID, old.PeriodStart)); err != nil {
+		return fmt.Errorf("update charge %s: %w", c.ID, err)
+	}
+	return byPeriod.Put(periodKey(c.SubscriptionID, c.PeriodStart), []byte(c.ID))
+}
+
+func (t *tx) ListCharges(subscriptionID string) ([]*accounts.Charge, error) {
+	prefix := compositeKey(subscriptionID)
+	var ids []string
+	c := t.bucket(bucketChargesByPeriod).Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		ids = append(ids, string(v))
+	}
+	records, err := loadAll[chargeRecord](t, bucketCharges, ids)
+	if err != nil {
+		return nil, fmt.Errorf("list charges of %s: %w", subscriptionID, err)
+	}
+	charges := make([]*accounts.Charge, len(records))
+	for i, r := range records {
+		charges[i] = r.charge()
+	}
+	byCreation(charges, func(c *accounts.Charge) (time.Time, string) { return c.CreatedAt, c.ID })
+	return charges, nil
+}

@@ -1,0 +1,121 @@
+package embedded
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// formatVersion is the layout this build reads and writes. A file written by
+// an older build is migrated at Open; a newer one is refused.
+const formatVersion = 1
+
+// Buckets. Entity buckets map an id to its JSON record; the others are
+// indexes that map a unique value (or a composite key) to an id.
+const (
+	bucketMeta = "meta" // formatKey → formatVersion as decimal text
+
+	bucketUsers        = "users"
+	bucketUsersByEmail = "users_by_email"
+
+	bucketSessions = "sessions" // token hash → record
+
+	bucketMgmtKeys       = "management_keys"
+	bucketMgmtKeysByHash = "management_keys_by_hash"
+	bucketMgmtKeysByUser = "management_keys_by_user" // (user, id) → nil
+
+	bucketPools       = "pools"
+	bucketPoolsBySlug = "pools_by_slug"
+
+	bucketSubs       = "subscriptions"
+	bucketSubsByUser = "subscriptions_by_user" // (user, id) → nil
+	bucketSeats      = "seats"                 // (pool, hour, slot) → subscription id
+
+	bucketKeys       = "keys"
+	bucketKeysByHash = "keys_by_hash"
+	bucketKeysBySub  = "keys_by_subscription"
+	bucketKeysByUser = "keys_by_user" // (user, id) → nil
+
+	bucketCombined       = "combined_keys"
+	bucketCombinedByHash = "combined_keys_by_hash"
+	bucketCombinedBySub  = "combined_keys_by_subscription" // member subscription → combined key id
+	bucketCombinedByUser = "combined_keys_by_user"         // (user, id) → nil
+
+	bucketCharges         = "charges"
+	bucketChargesByPeriod = "charges_by_period" // (subscription, period start) → charge id
+)
+
+const formatKey = "format"
+
+// migrate brings the file to formatVersion, in the same transaction that
+// checks it, so a crash mid-migration leaves the old format intact.
+func migrate(btx *bolt.Tx) error {
+	meta, err := btx.CreateBucketIfNotExists([]byte(bucketMeta))
+	if err != nil {
+		return err
+	}
+	version := 0
+	if v := meta.Get([]byte(formatKey)); v != nil {
+		if version, err = strconv.Atoi(string(v)); err != nil {
+			return fmt.Errorf("unreadable format version %q", v)
+		}
+	}
+	if version > formatVersion {
+		return fmt.Errorf("format version %d is newer than this build understands (%d); upgrade Timeblock", version, formatVersion)
+	}
+	// steps[i] moves the file from version i to i+1.
+	steps := []func(*bolt.Tx) error{
+		createBuckets,
+	}
+	for ; version < formatVersion; version++ {
+		if err := steps[version](btx); err != nil {
+			return fmt.Errorf("migrate format %d to %d: %w", version, version+1, err)
+		}
+	}
+	return meta.Put([]byte(formatKey), []byte(strconv.Itoa(formatVersion)))
+}
+
+func createBuckets(btx *bolt.Tx) error {
+	for _, name := range []string{
+		bucketUsers, bucketUsersByEmail, bucketSessions,
+		bucketMgmtKeys, bucketMgmtKeysByHash, bucketMgmtKeysByUser,
+		bucketPools, bucketPoolsBySlug,
+		bucketSubs, bucketSubsByUser, bucketSeats,
+		bucketKeys, bucketKeysByHash, bucketKeysBySub, bucketKeysByUser,
+		bucketCombined, bucketCombinedByHash, bucketCombinedBySub, bucketCombinedByUser,
+		bucketCharges, bucketChargesByPeriod,
+	} {
+		if _, err := btx.CreateBucketIfNotExists([]byte(name)); err != nil {
+			return fmt.Errorf("create bucket %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// compositeKey joins parts, each preceded by its 2-byte length, so that no
+// two part lists collide and the key of a prefix of parts is a byte prefix of
+// every longer key: a cursor Seek on compositeKey(user) finds all of a user's
+// entries.
+func compositeKey(parts ...string) []byte {
+	n := 0
+	for _, p := range parts {
+		n += 2 + len(p)
+	}
+	k := make([]byte, 0, n)
+	for _, p := range parts {
+		k = binary.BigEndian.AppendUint16(k, uint16(len(p)))
+		k = append(k, p...)
+	}
+	return k
+}
+
+// lastPart returns the final length-prefixed part of a compositeKey.
+func lastPart(k []byte, prefix []byte) string {
+	rest := k[len(prefix):]
+	if len(rest) < 2 {
+		return ""
+	}
+	return string(rest[2:])
+}

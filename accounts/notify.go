@@ -1,0 +1,123 @@
+package accounts
+
+// Notices to users. The only one is "your key is ready", sent when the
+// operator delivers a manually provisioned key. A notice never contains the
+// key itself: the user fetches it through the account API.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/smtp"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Notifier sends notices to users.
+type Notifier interface {
+	// KeyDelivered tells the user that the key of sub is ready.
+	KeyDelivered(ctx context.Context, user *User, sub *Subscription, pool *Pool) error
+}
+
+// LogNotifier writes notices to the log (the default when no mail server is
+// configured).
+type LogNotifier struct{ Logger *zap.Logger }
+
+// KeyDelivered logs the notice.
+func (n LogNotifier) KeyDelivered(_ context.Context, user *User, sub *Subscription, pool *Pool) error {
+	logger := n.Logger
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	logger.Info("notice: key delivered",
+		zap.String("user_id", user.ID),
+		zap.String("email", user.Email),
+		zap.String("subscription_id", sub.ID),
+		zap.String("pool", pool.Slug))
+	return nil
+}
+
+// SMTPNotifier sends notices as plain-text e-mail through an SMTP server.
+// With Username set it authenticates with PLAIN, which net/smtp only allows
+// over TLS (STARTTLS is used when the server offers it) or to localhost.
+type SMTPNotifier struct {
+	Addr     string // host:port of the mail server
+	From     string // sender address
+	Username string // optional
+	Password string
+}
+
+// KeyDelivered mails the notice to the user.
+func (n SMTPNotifier) KeyDelivered(ctx context.Context, user *User, sub *Subscription, pool *Pool) error {
+	msg, err := keyDeliveredMessage(n.From, user, sub, pool, time.Now())
+	if err != nil {
+		return err
+	}
+	var auth smtp.Auth
+	if n.Username != "" {
+		host, _, err := net.SplitHostPort(n.Addr)
+		if err != nil {
+			return fmt.Errorf("smtp address %q: %w", n.Addr, err)
+		}
+		auth = smtp.PlainAuth("", n.Username, n.Password, host)
+	}
+	// net/smtp takes no context; run it aside so a cancelled ctx returns.
+	done := make(chan error, 1)
+	go func() { done <- smtp.SendMail(n.Addr, auth, n.From, []string{user.Email}, msg) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("sending key notice to %s: %w", user.Email, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("sending key notice to %s: %w", user.Email, ctx.Err())
+	}
+}
+
+// keyDeliveredMessage builds the RFC 5322 message of the notice.
+func keyDeliveredMessage(from string, user *User, sub *Subscription, pool *Pool, now time.Time) ([]byte, error) {
+	for _, v := range []string{from, user.Email} {
+		if v == "" || strings.ContainsAny(v, "\r\n") {
+			return nil, errors.New("notice: sender and recipient addresses must be set and on one line")
+		}
+	}
+	poolName := oneLine(pool.ModelName)
+	if poolName == "" {
+		poolName = oneLine(pool.Slug)
+	}
+	hours := make([]string, 0, len(sub.Blocks))
+	for _, b := range sub.Blocks {
+		first := b.FirstHour()
+		hours = append(hours, fmt.Sprintf("%s (%02d:00-%02d:59 UTC)", b, first, first+HoursPerBlock-1))
+	}
+	greeting := "Hello"
+	if name := oneLine(user.Name); name != "" {
+		greeting += " " + name
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "From: %s\r\n", from)
+	fmt.Fprintf(&b, "To: %s\r\n", user.Email)
+	fmt.Fprintf(&b, "Subject: Your key for %s is ready\r\n", poolName)
+	fmt.Fprintf(&b, "Date: %s\r\n", now.Format(time.RFC1123Z))
+	b.WriteString("MIME-Version: 1.0\r\n")
+	b.WriteString("Content-Type: text/plain; charset=utf-8\r\n")
+	b.WriteString("Content-Transfer-Encoding: 8bit\r\n")
+	b.WriteString("\r\n")
+	fmt.Fprintf(&b, "%s,\r\n\r\n", greeting)
+	fmt.Fprintf(&b, "The key of your subscription %s to %s is ready.\r\n", sub.ID, poolName)
+	fmt.Fprintf(&b, "Seats: %d in %s.\r\n", sub.Quantity, strings.Join(hours, ", "))
+	fmt.Fprintf(&b, "Current period ends: %s.\r\n\r\n", sub.CurrentPeriodEnd.UTC().Format(time.RFC3339))
+	b.WriteString("For your security this message does not contain the key. Retrieve it with\r\n")
+	b.WriteString("GET /api/keys (or GET /api/pools/" + pool.Slug + "/my-keys) using your session\r\n")
+	b.WriteString("token or a management key.\r\n")
+	return []byte(b.String()), nil
+}
+
+// oneLine removes line breaks so a value cannot inject mail headers.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.NewReplacer("\r", " ", "\n", " ").Replace(s)), " ")
+}

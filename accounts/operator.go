@@ -1,0 +1,159 @@
+package accounts
+
+// Operator actions on subscriptions (SPEC.md §3): delivering a manually
+// provisioned key, and marking a payment failed.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Delivery answers POST /timeblock/subscriptions/{id}/deliver.
+type Delivery struct {
+	Subscription SubscriptionView `json:"subscription"`
+	Key          SubscriptionKey  `json:"key"`
+	NoticeSent   bool             `json:"noticeSent"` // false when the notice failed (logged); the key is delivered anyway
+}
+
+// PaymentFailure answers POST /timeblock/subscriptions/{id}/payment-failed.
+type PaymentFailure struct {
+	Subscription SubscriptionView `json:"subscription"`
+}
+
+func subscriptionNotFound(id string) *Error {
+	return NotFound("no subscription %s", id)
+}
+
+// DeliverKey moves a pending_key subscription to active, creates its key
+// (in the same transaction) and, once committed, sends the user a notice
+// that does not contain the key.
+func (s *Service) DeliverKey(ctx context.Context, subID string) (*Delivery, error) {
+	var (
+		sub  *Subscription
+		pool *Pool
+		user *User
+		key  *Key
+		full string
+	)
+	err := s.store.Update(ctx, func(tx Tx) error {
+		var err error
+		if sub, err = tx.GetSubscription(subID); err != nil {
+			if errors.Is(err, ErrNotFound) {
+				return subscriptionNotFound(subID)
+			}
+			return err
+		}
+		if sub.Status != SubPendingKey {
+			return Conflict("subscription %s is %s; only pending_key subscriptions wait for a key", sub.ID, sub.Status)
+		}
+		if pool, err = tx.GetPool(sub.PoolID); err != nil {
+			return err
+		}
+		if user, err = tx.GetUser(sub.UserID); err != nil {
+			return err
+		}
+		sub.Status = SubActive
+		sub.UpdatedAt = s.clock()
+		if err := tx.UpdateSubscription(sub); err != nil {
+			return err
+		}
+		key, full, err = s.createKeyTx(tx, sub, pledgeLabel(sub, pool))
+		return err
+	})
+	if err != nil {
+		return nil, passClientError("deliver key", err)
+	}
+	s.publishKeyChange(ctx, sub.UserID)
+	d := &Delivery{Key: SubscriptionKey{ID: key.ID, APIKey: full, IsActive: key.Active}}
+	if err := s.notifier.KeyDelivered(ctx, user, sub, pool); err != nil {
+		s.logger.Error("sending the key-delivered notice failed; tell the user by other means",
+			zap.String("subscription_id", sub.ID), zap.String("user_id", user.ID), zap.Error(err))
+	} else {
+		d.NoticeSent = true
+	}
+	if d.Subscription, err = s.subscriptionView(sub, pool, key); err != nil {
+		return nil, err
+	}
+	s.logger.Info("key delivered", zap.String("subscription_id", sub.ID), zap.String("key_id", key.ID))
+	return d, nil
+}
+
+// PaymentFailed marks an active subscription's payment failed: past_due,
+// key suspended (the gate answers 403 "payment past due"). The charge of
+// the current period is marked failed, so that saving a new card retries it.
+func (s *Service) PaymentFailed(ctx context.Context, subID string) (*PaymentFailure, error) {
+	var (
+		sub  *Subscription
+		pool *Pool
+		key  *Key
+	)
+	err := s.store.Update(ctx, func(tx Tx) error {
+		var err error
+		if sub, err = tx.GetSubscription(subID); err != nil {
+			if errors.Is(err, ErrNotFound) {
+				return subscriptionNotFound(subID)
+			}
+			return err
+		}
+		if sub.Status != SubActive {
+			return Conflict("subscription %s is %s; only an active subscription can be marked past due", sub.ID, sub.Status)
+		}
+		if pool, err = tx.GetPool(sub.PoolID); err != nil {
+			return err
+		}
+		now := s.clock()
+		if err := failCurrentChargeTx(tx, sub, pool, now); err != nil {
+			return err
+		}
+		sub.Status = SubPastDue
+		sub.PastDueSince = now
+		sub.UpdatedAt = now
+		if err := tx.UpdateSubscription(sub); err != nil {
+			return err
+		}
+		key, err = keyOfTx(tx, sub.ID)
+		return err
+	})
+	if err != nil {
+		return nil, passClientError("mark payment failed", err)
+	}
+	s.publishKeyChange(ctx, sub.UserID)
+	s.logger.Info("payment marked failed: subscription past due", zap.String("subscription_id", sub.ID))
+	v, err := s.subscriptionView(sub, pool, key)
+	if err != nil {
+		return nil, err
+	}
+	return &PaymentFailure{Subscription: v}, nil
+}
+
+// failCurrentChargeTx marks the charge of sub's current period failed,
+// recording one when none exists.
+func failCurrentChargeTx(tx Tx, sub *Subscription, pool *Pool, now time.Time) error {
+	charges, err := tx.ListCharges(sub.ID)
+	if err != nil {
+		return err
+	}
+	for _, c := range charges {
+		if c.PeriodStart.Equal(sub.CurrentPeriodStart) {
+			c.Status = ChargeFailed
+			return tx.UpdateCharge(c)
+		}
+	}
+	amount, err := ChargeAmount(sub.MonthlyPrice, sub.BillingCycle, pool.AnnualDiscount)
+	if err != nil {
+		return fmt.Errorf("amount of subscription %s: %w", sub.ID, err)
+	}
+	return tx.CreateCharge(&Charge{
+		ID:             newID(),
+		UserID:         sub.UserID,
+		SubscriptionID: sub.ID,
+		PeriodStart:    sub.CurrentPeriodStart,
+		Amount:         amount,
+		Status:         ChargeFailed,
+		CreatedAt:      now,
+	})
+}

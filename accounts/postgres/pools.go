@@ -1,0 +1,54 @@
+package postgres
+
+import (
+	"github.com/jackc/pgx/v5"
+
+	"github.com/timeblock/timeblock/accounts"
+)
+
+const poolColumns = `id, slug, model_id, model_name, description, status, slots, block_prices,
+	annual_discount, manual_provisioning, max_output_tokens, updated_at`
+
+func scanPool(row pgx.Row) (*accounts.Pool, error) {
+	var p accounts.Pool
+	err := row.Scan(&p.ID, &p.Slug, &p.ModelID, &p.ModelName, &p.Description, &p.Status, &p.Slots, &p.BlockPrices,
+		&p.AnnualDiscount, &p.ManualProvisioning, &p.MaxOutputTokens, &p.UpdatedAt)
+	if err != nil {
+		return nil, err
+	}
+	p.UpdatedAt = p.UpdatedAt.UTC()
+	return &p, nil
+}
+
+func (t *tx) UpsertPool(p *accounts.Pool) error {
+	prices := p.BlockPrices
+	if prices == nil {
+		prices = map[accounts.Block]string{} // nil would be NULL
+	}
+	err := t.execOne(`INSERT INTO pools (`+poolColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+		ON CONFLICT (id) DO UPDATE SET slug = excluded.slug, model_id = excluded.model_id,
+			model_name = excluded.model_name, description = excluded.description, status = excluded.status,
+			slots = excluded.slots, block_prices = excluded.block_prices, annual_discount = excluded.annual_discount,
+			manual_provisioning = excluded.manual_provisioning, max_output_tokens = excluded.max_output_tokens,
+			updated_at = excluded.updated_at`,
+		p.ID, p.Slug, p.ModelID, p.ModelName, p.Description, p.Status, p.Slots, prices,
+		p.AnnualDiscount, p.ManualProvisioning, p.MaxOutputTokens, ts(p.UpdatedAt))
+	return wrap(err, "upsert pool %s", p.ID)
+}
+
+func (t *tx) GetPool(id string) (*accounts.Pool, error) {
+	p, err := scanPool(t.db.QueryRow(t.ctx, `SELECT `+poolColumns+` FROM pools WHERE id = $1`, id))
+	return p, wrap(err, "get pool %s", id)
+}
+
+func (t *tx) GetPoolBySlug(slug string) (*accounts.Pool, error) {
+	p, err := scanPool(t.db.QueryRow(t.ctx, `SELECT `+poolColumns+` FROM pools WHERE slug = $1`, slug))
+	return p, wrap(err, "get pool %q", slug)
+}
+
+// ListPools lists pools in the order they were first upserted: a pool has no
+// creation time of its own.
+func (t *tx) ListPools() ([]*accounts.Pool, error) {
+	pools, err := queryAll(t, scanPool, `SELECT `+poolColumns+` FROM pools ORDER BY seq`)
+	return pools, wrap(err, "list pools")
+}

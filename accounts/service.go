@@ -1,0 +1,84 @@
+package accounts
+
+import (
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Config configures a Service.
+type Config struct {
+	Store        Store
+	Secret       string // encrypts retrievable consumption keys and combined-key tokens
+	TermsVersion string // current purchase-terms version
+	Processor    Processor
+	Notifier     Notifier
+	SessionTTL   time.Duration    // default 30 days
+	GracePeriod  time.Duration    // past_due time before cancellation, default 7 days
+	Now          func() time.Time // the clock; tests move it (default time.Now)
+	Logger       *zap.Logger
+}
+
+// Service is the account domain: every operation of the account API and the
+// operator endpoints, and the subscription lifecycle. Its methods return
+// *Error for failures a client can act on.
+type Service struct {
+	store        Store
+	sealer       *sealer
+	processor    Processor
+	notifier     Notifier
+	termsVersion string
+	sessionTTL   time.Duration
+	gracePeriod  time.Duration
+	now          func() time.Time
+	logger       *zap.Logger
+	mkUsage      usageBatch // management-key last-use times awaiting a batched write (auth.go)
+}
+
+// NewService checks cfg and builds a Service.
+func NewService(cfg Config) (*Service, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("accounts: a store is required")
+	}
+	sl, err := newSealer(cfg.Secret)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{
+		store:        cfg.Store,
+		sealer:       sl,
+		processor:    cfg.Processor,
+		notifier:     cfg.Notifier,
+		termsVersion: cfg.TermsVersion,
+		sessionTTL:   cfg.SessionTTL,
+		gracePeriod:  cfg.GracePeriod,
+		now:          cfg.Now,
+		logger:       cfg.Logger,
+	}
+	if s.logger == nil {
+		s.logger = zap.NewNop()
+	}
+	if s.processor == nil {
+		s.processor = NewTestProcessor()
+	}
+	if s.notifier == nil {
+		s.notifier = LogNotifier{Logger: s.logger}
+	}
+	if s.sessionTTL == 0 {
+		s.sessionTTL = 30 * 24 * time.Hour
+	}
+	if s.gracePeriod == 0 {
+		s.gracePeriod = 7 * 24 * time.Hour
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	return s, nil
+}
+
+// Store returns the store the service works on.
+func (s *Service) Store() Store { return s.store }
+
+// clock returns the current time in UTC, truncated to what both stores keep.
+func (s *Service) clock() time.Time { return s.now().UTC().Truncate(time.Microsecond) }

@@ -1,0 +1,245 @@
+package accounts
+
+// A user's subscriptions on a pool: listing them, their keys, and canceling
+// at the end of the period (DELETE /api/pools/:id/pledge).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// SubscriptionView is a subscription on the wire.
+type SubscriptionView struct {
+	ID                string           `json:"id"`
+	PoolID            string           `json:"poolId"`
+	PoolSlug          string           `json:"poolSlug"`
+	Status            string           `json:"status"`
+	Blocks            []Block          `json:"blocks"`
+	Quantity          int              `json:"quantity"`
+	MonthlyPrice      string           `json:"monthlyPrice"`
+	BillingCycle      string           `json:"billingCycle"`
+	CancelAtPeriodEnd bool             `json:"cancelAtPeriodEnd"`
+	CurrentPeriodEnd  time.Time        `json:"currentPeriodEnd"`
+	Hours             []SeatView       `json:"hours"` // the seats held; empty once canceled
+	Key               *SubscriptionKey `json:"key"`   // null when the subscription has no standalone key
+	CreatedAt         time.Time        `json:"createdAt"`
+}
+
+// SeatView is one held seat: one hour of one seat index.
+type SeatView struct {
+	Hour        int    `json:"hour"`
+	SlotIndex   int    `json:"slotIndex"`
+	PricePerDay string `json:"pricePerDay"`
+}
+
+// SubscriptionKey is the standalone key of a subscription.
+type SubscriptionKey struct {
+	ID       string `json:"id"`
+	APIKey   string `json:"apiKey"`
+	IsActive bool   `json:"isActive"`
+}
+
+// blockOfHour returns the block a UTC hour belongs to.
+func blockOfHour(h int) Block { return Blocks[(h/HoursPerBlock)%len(Blocks)] }
+
+// subscriptionView builds the wire form of sub; key may be nil.
+func (s *Service) subscriptionView(sub *Subscription, pool *Pool, key *Key) (SubscriptionView, error) {
+	v := SubscriptionView{
+		ID:                sub.ID,
+		PoolID:            sub.PoolID,
+		Status:            sub.Status,
+		Blocks:            append([]Block{}, sub.Blocks...),
+		Quantity:          sub.Quantity,
+		MonthlyPrice:      canonicalAmount(sub.MonthlyPrice),
+		BillingCycle:      sub.BillingCycle,
+		CancelAtPeriodEnd: sub.CancelAtPeriodEnd,
+		CurrentPeriodEnd:  sub.CurrentPeriodEnd,
+		Hours:             make([]SeatView, 0, len(sub.Seats)),
+		CreatedAt:         sub.CreatedAt,
+	}
+	if pool != nil {
+		v.PoolSlug = pool.Slug
+	}
+	seats := append([]Seat(nil), sub.Seats...)
+	sort.Slice(seats, func(i, j int) bool {
+		if seats[i].Hour != seats[j].Hour {
+			return seats[i].Hour < seats[j].Hour
+		}
+		return seats[i].SlotIndex < seats[j].SlotIndex
+	})
+	for _, st := range seats {
+		sv := SeatView{Hour: st.Hour, SlotIndex: st.SlotIndex}
+		if pool != nil {
+			// A price change in the configuration shows here; what the
+			// subscriber pays is the subscription's monthlyPrice.
+			sv.PricePerDay, _ = PricePerDay(pool, blockOfHour(st.Hour))
+		}
+		v.Hours = append(v.Hours, sv)
+	}
+	if key != nil {
+		full, err := s.sealer.open(key.Ciphertext)
+		if err != nil {
+			return SubscriptionView{}, fmt.Errorf("key %s: %w", key.ID, err)
+		}
+		v.Key = &SubscriptionKey{ID: key.ID, APIKey: string(full), IsActive: key.Active}
+	}
+	return v, nil
+}
+
+// keyOfTx returns the standalone key of a subscription, or nil.
+func keyOfTx(tx Tx, subID string) (*Key, error) {
+	k, err := tx.GetKeyBySubscription(subID)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	return k, err
+}
+
+// userPoolSubscriptionsTx returns the pool and the user's subscriptions on
+// it, oldest first.
+func userPoolSubscriptionsTx(tx Tx, userID, idOrSlug string) (*Pool, []*Subscription, error) {
+	pool, err := findPoolTx(tx, idOrSlug)
+	if err != nil {
+		return nil, nil, poolError(idOrSlug, err)
+	}
+	all, err := tx.ListSubscriptionsByUser(userID)
+	if err != nil {
+		return nil, nil, err
+	}
+	subs := make([]*Subscription, 0, len(all))
+	for _, sub := range all {
+		if sub.PoolID == pool.ID {
+			subs = append(subs, sub)
+		}
+	}
+	return pool, subs, nil
+}
+
+// MySubscriptions lists the user's subscriptions on a pool, oldest first,
+// canceled ones included.
+func (s *Service) MySubscriptions(ctx context.Context, userID, poolIDOrSlug string) ([]SubscriptionView, error) {
+	var (
+		pool *Pool
+		subs []*Subscription
+		keys map[string]*Key
+	)
+	err := s.store.View(ctx, func(tx Tx) error {
+		var err error
+		if pool, subs, err = userPoolSubscriptionsTx(tx, userID, poolIDOrSlug); err != nil {
+			return err
+		}
+		keys = make(map[string]*Key, len(subs))
+		for _, sub := range subs {
+			k, err := keyOfTx(tx, sub.ID)
+			if err != nil {
+				return err
+			}
+			keys[sub.ID] = k
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, passClientError("my subscriptions", err)
+	}
+	views := make([]SubscriptionView, 0, len(subs))
+	for _, sub := range subs {
+		v, err := s.subscriptionView(sub, pool, keys[sub.ID])
+		if err != nil {
+			return nil, err
+		}
+		views = append(views, v)
+	}
+	return views, nil
+}
+
+// MyKeys lists the keys of the user's subscriptions on a pool, as GET
+// /api/keys rows.
+func (s *Service) MyKeys(ctx context.Context, userID, poolIDOrSlug string) ([]KeyRow, error) {
+	type pair struct {
+		key *Key
+		sub *Subscription
+	}
+	var pairs []pair
+	err := s.store.View(ctx, func(tx Tx) error {
+		_, subs, err := userPoolSubscriptionsTx(tx, userID, poolIDOrSlug)
+		if err != nil {
+			return err
+		}
+		for _, sub := range subs {
+			k, err := keyOfTx(tx, sub.ID)
+			if err != nil {
+				return err
+			}
+			if k != nil {
+				pairs = append(pairs, pair{key: k, sub: sub})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, passClientError("my keys", err)
+	}
+	rows := make([]KeyRow, 0, len(pairs))
+	for _, p := range pairs {
+		row, err := s.keyRow(p.key, p.sub)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// CancelResult answers DELETE /api/pools/:id/pledge.
+type CancelResult struct {
+	Canceled         bool      `json:"canceled"`
+	SubscriptionID   string    `json:"subscriptionId"`
+	CurrentPeriodEnd time.Time `json:"currentPeriodEnd"` // the key works until then
+}
+
+// cancellable reports whether a cancellation can still be scheduled.
+func cancellable(sub *Subscription) bool {
+	switch sub.Status {
+	case SubActive, SubPendingKey, SubPastDue:
+		return !sub.CancelAtPeriodEnd
+	}
+	return false
+}
+
+// CancelPledge schedules the cancellation of the user's most recent
+// cancellable subscription on the pool at the end of its current period.
+// The key keeps working until then; nothing is refunded.
+func (s *Service) CancelPledge(ctx context.Context, userID, poolIDOrSlug string) (*CancelResult, error) {
+	var res *CancelResult
+	err := s.store.Update(ctx, func(tx Tx) error {
+		res = nil
+		pool, subs, err := userPoolSubscriptionsTx(tx, userID, poolIDOrSlug)
+		if err != nil {
+			return err
+		}
+		var latest *Subscription
+		for _, sub := range subs {
+			if cancellable(sub) && (latest == nil || !sub.CreatedAt.Before(latest.CreatedAt)) {
+				latest = sub
+			}
+		}
+		if latest == nil {
+			return NotFound("no subscription on pool %s can be canceled (none is active, or each is already set to cancel at its period end)", pool.Slug)
+		}
+		latest.CancelAtPeriodEnd = true
+		latest.UpdatedAt = s.clock()
+		if err := tx.UpdateSubscription(latest); err != nil {
+			return err
+		}
+		res = &CancelResult{Canceled: true, SubscriptionID: latest.ID, CurrentPeriodEnd: latest.CurrentPeriodEnd}
+		return nil
+	})
+	if err != nil {
+		return nil, passClientError("cancel pledge", err)
+	}
+	s.publishKeyChange(ctx, userID)
+	return res, nil
+}

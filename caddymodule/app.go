@@ -1,0 +1,274 @@
+// Package caddymodule holds Timeblock's Caddy modules and their Caddyfile
+// parsing. Domain logic lives in accounts/ and translate/.
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/api"
+)
+
+func init() {
+	caddy.RegisterModule(App{})
+}
+
+// Defaults of the global options.
+const (
+	defaultSessionTTL        = 30 * 24 * time.Hour
+	defaultGracePeriod       = 7 * 24 * time.Hour
+	defaultMaxRequestBody    = 32 << 20
+	minSecretLength          = 16
+	defaultLifecycleInterval = time.Minute
+)
+
+// App is the `timeblock` app: it owns the account store and everything the
+// handlers share (pools, caches, lane registry, lifecycle worker). Handlers
+// reach it through ctx.App("timeblock").
+type App struct {
+	// Store selects the account store; the default is the embedded store under
+	// Caddy's data directory.
+	Store *StoreConfig `json:"store,omitempty"`
+	// Secret encrypts retrievable consumption keys at rest. Required.
+	Secret string `json:"secret,omitempty"`
+	// TermsVersion is the current purchase-terms version.
+	TermsVersion string `json:"terms_version,omitempty"`
+	// Pools are the model pools on sale, upserted into the store at provision.
+	Pools []*PoolConfig `json:"pools,omitempty"`
+	// SessionTTL is how long a session token lives (default 30 days).
+	SessionTTL caddy.Duration `json:"session_ttl,omitempty"`
+	// GracePeriod is how long a subscription may stay past_due before it is
+	// canceled (default 7 days).
+	GracePeriod caddy.Duration `json:"grace_period,omitempty"`
+	// MaxRequestBody limits request bodies on the account API and inference
+	// endpoints, in bytes (default 32 MiB).
+	MaxRequestBody int64 `json:"max_request_body,omitempty"`
+	// LifecycleInterval is how often renewals, cancellations and grace-period
+	// expiries are processed (default 1 minute).
+	LifecycleInterval caddy.Duration `json:"lifecycle_interval,omitempty"`
+	// SMTP sends key-delivered notices by e-mail; without it they are logged.
+	SMTP *SMTPConfig `json:"smtp,omitempty"`
+
+	shared     *shared
+	service    *accounts.Service
+	api        *api.Handler
+	operator   *api.Operator
+	stopWorker context.CancelFunc
+	workerDone chan struct{}
+	logger     *zap.Logger
+}
+
+// SMTPConfig is the mail server notices are sent through.
+type SMTPConfig struct {
+	Addr     string `json:"addr"`
+	From     string `json:"from"`
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty"`
+}
+
+// StoreConfig selects and configures the account store.
+type StoreConfig struct {
+	// Backend is "embedded" (default) or "postgres".
+	Backend string `json:"backend,omitempty"`
+	// Path of the embedded store file (default: <caddy data dir>/timeblock/timeblock.db).
+	Path string `json:"path,omitempty"`
+	// DSN of the PostgreSQL database, for the postgres backend.
+	DSN string `json:"dsn,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (App) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "timeblock",
+		New: func() caddy.Module { return new(App) },
+	}
+}
+
+// Provision fills defaults, opens (or reuses) the store and upserts the pools.
+func (a *App) Provision(ctx caddy.Context) error {
+	a.logger = ctx.Logger()
+	repl := caddy.NewReplacer()
+	if a.Store == nil {
+		a.Store = &StoreConfig{}
+	}
+	if a.Store.Backend == "" {
+		a.Store.Backend = "embedded"
+	}
+	a.Store.Path = repl.ReplaceAll(a.Store.Path, "")
+	a.Store.DSN = repl.ReplaceAll(a.Store.DSN, "")
+	if a.Store.Backend == "embedded" && a.Store.Path == "" {
+		a.Store.Path = filepath.Join(caddy.AppDataDir(), "timeblock", "timeblock.db")
+	}
+	a.Secret = repl.ReplaceAll(a.Secret, "")
+	if a.SessionTTL == 0 {
+		a.SessionTTL = caddy.Duration(defaultSessionTTL)
+	}
+	if a.GracePeriod == 0 {
+		a.GracePeriod = caddy.Duration(defaultGracePeriod)
+	}
+	if a.MaxRequestBody == 0 {
+		a.MaxRequestBody = defaultMaxRequestBody
+	}
+	if a.LifecycleInterval == 0 {
+		a.LifecycleInterval = caddy.Duration(defaultLifecycleInterval)
+	}
+	if a.SMTP != nil {
+		a.SMTP.Password = repl.ReplaceAll(a.SMTP.Password, "")
+		a.SMTP.Username = repl.ReplaceAll(a.SMTP.Username, "")
+	}
+	for _, p := range a.Pools {
+		p.provision()
+	}
+	if err := a.Validate(); err != nil {
+		return err
+	}
+
+	sh, err := loadShared(ctx, a.Store, a.logger)
+	if err != nil {
+		return err
+	}
+	a.shared = sh
+
+	upsertCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := a.upsertPools(upsertCtx); err != nil {
+		return fmt.Errorf("timeblock: saving pools: %w", err)
+	}
+
+	var notifier accounts.Notifier = accounts.LogNotifier{Logger: a.logger}
+	if a.SMTP != nil {
+		notifier = accounts.SMTPNotifier{Addr: a.SMTP.Addr, From: a.SMTP.From, Username: a.SMTP.Username, Password: a.SMTP.Password}
+	}
+	a.service, err = accounts.NewService(accounts.Config{
+		Store:        sh.store,
+		Secret:       a.Secret,
+		TermsVersion: a.TermsVersion,
+		Notifier:     notifier,
+		SessionTTL:   time.Duration(a.SessionTTL),
+		GracePeriod:  time.Duration(a.GracePeriod),
+		Logger:       a.logger,
+	})
+	if err != nil {
+		return fmt.Errorf("timeblock: %w", err)
+	}
+	opts := api.Options{MaxBody: a.MaxRequestBody, Logger: a.logger}
+	a.api = api.New(a.service, opts)
+	a.operator = api.NewOperator(a.service, opts)
+	return nil
+}
+
+// Validate checks the configuration; it does not touch the store.
+func (a *App) Validate() error {
+	switch a.Store.Backend {
+	case "embedded":
+	case "postgres":
+		if a.Store.DSN == "" {
+			return errors.New("timeblock: store postgres needs a DSN, e.g. store postgres postgres://user@host:5432/db")
+		}
+	default:
+		return fmt.Errorf("timeblock: unknown store %q (use embedded or postgres)", a.Store.Backend)
+	}
+	if a.Secret == "" {
+		return errors.New("timeblock: no secret is set; consumption keys are encrypted at rest with it. " +
+			"Add `secret {env.TIMEBLOCK_SECRET}` to the timeblock global options and export TIMEBLOCK_SECRET " +
+			"(at least 16 random characters, e.g. from `openssl rand -base64 32`)")
+	}
+	if a.SMTP != nil && (a.SMTP.Addr == "" || a.SMTP.From == "") {
+		return errors.New("timeblock: smtp needs addr (host:port) and from")
+	}
+	if len(a.Secret) < minSecretLength {
+		return fmt.Errorf("timeblock: secret is too short (%d characters); use at least %d random characters", len(a.Secret), minSecretLength)
+	}
+	seen := make(map[string]bool, len(a.Pools))
+	for _, p := range a.Pools {
+		if err := p.validate(); err != nil {
+			return fmt.Errorf("timeblock: pool %q: %w", p.Slug, err)
+		}
+		if seen[p.Slug] {
+			return fmt.Errorf("timeblock: pool %q is defined twice", p.Slug)
+		}
+		seen[p.Slug] = true
+	}
+	return nil
+}
+
+// Start starts the subscription lifecycle worker. During a reload the old
+// and new configs' workers may overlap briefly; the store makes each period
+// end be handled exactly once, so that is harmless.
+func (a *App) Start() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	a.stopWorker = cancel
+	a.workerDone = make(chan struct{})
+	go func() {
+		defer close(a.workerDone)
+		a.service.RunWorker(ctx, time.Duration(a.LifecycleInterval))
+	}()
+	return nil
+}
+
+// Stop stops the lifecycle worker and waits for its current pass.
+func (a *App) Stop() error {
+	if a.stopWorker != nil {
+		a.stopWorker()
+		<-a.workerDone
+		a.stopWorker = nil
+	}
+	return nil
+}
+
+// Service returns the account service.
+func (a *App) Service() *accounts.Service { return a.service }
+
+// Cleanup releases this config's hold on the shared state; the store closes
+// when the last config using it is gone.
+func (a *App) Cleanup() error {
+	if a.shared == nil {
+		return nil
+	}
+	_, err := sharedPool.Delete(a.shared.key)
+	a.shared = nil
+	return err
+}
+
+// AccountStore returns the store this app uses.
+func (a *App) AccountStore() accounts.Store { return a.shared.store }
+
+// upsertPools writes the configured pools to the store. Existing
+// subscriptions are never touched: only the pool rows change.
+func (a *App) upsertPools(ctx context.Context) error {
+	now := time.Now().UTC()
+	return a.shared.store.Update(ctx, func(tx accounts.Tx) error {
+		for _, pc := range a.Pools {
+			p := pc.pool(now)
+			if err := tx.UpsertPool(p); err != nil {
+				return fmt.Errorf("pool %s: %w", p.Slug, err)
+			}
+		}
+		return nil
+	})
+}
+
+// storeKey identifies a store for the usage pool without putting a password
+// in log lines: configs naming the same store share one connection.
+func storeKey(c *StoreConfig) string {
+	if c.Backend == "embedded" {
+		return "embedded:" + c.Path
+	}
+	return c.Backend + ":" + strings.TrimSpace(c.DSN)
+}
+
+// Interface guards
+var (
+	_ caddy.App          = (*App)(nil)
+	_ caddy.Provisioner  = (*App)(nil)
+	_ caddy.Validator    = (*App)(nil)
+	_ caddy.CleanerUpper = (*App)(nil)
+)

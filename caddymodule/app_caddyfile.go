@@ -1,0 +1,263 @@
+package caddymodule
+
+import (
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/dustin/go-humanize"
+)
+
+func init() {
+	httpcaddyfile.RegisterGlobalOption("timeblock", parseAppOptions)
+}
+
+// parseAppOptions turns the `timeblock { ... }` global option block into the
+// timeblock app.
+func parseAppOptions(d *caddyfile.Dispenser, _ any) (any, error) {
+	app := new(App)
+	if err := app.UnmarshalCaddyfile(d); err != nil {
+		return nil, err
+	}
+	return httpcaddyfile.App{Name: "timeblock", Value: caddyconfig.JSON(app, nil)}, nil
+}
+
+// UnmarshalCaddyfile sets up the app from Caddyfile tokens. Syntax:
+//
+//	timeblock {
+//		store embedded [path]
+//		store postgres <dsn>
+//		secret <value>
+//		terms_version <string>
+//		session_ttl <duration>
+//		grace_period <duration>
+//		max_request_body <size>
+//		lifecycle_interval <duration>
+//		smtp <host:port> {
+//			from <address>
+//			username <name>
+//			password <password>
+//		}
+//		pool <slug> {
+//			model <model id>
+//			name <display name>
+//			description <text>
+//			status draft|funding|activating|active|paused
+//			slots <seats per hour>
+//			block asia|europe|americas <monthly USD per seat>
+//			annual_discount <fraction>
+//			manual_provisioning [true|false]
+//			max_output_tokens <n>
+//		}
+//	}
+func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // option name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "store":
+			if a.Store != nil {
+				return d.Err("store is already set")
+			}
+			if !d.NextArg() {
+				return d.Err("store needs a backend: embedded [path] or postgres <dsn>")
+			}
+			a.Store = &StoreConfig{Backend: d.Val()}
+			switch a.Store.Backend {
+			case "embedded":
+				if d.NextArg() {
+					a.Store.Path = d.Val()
+				}
+			case "postgres":
+				if !d.NextArg() {
+					return d.Err("store postgres needs a DSN, e.g. store postgres postgres://user@host:5432/db")
+				}
+				a.Store.DSN = d.Val()
+			default:
+				return d.Errf("unknown store %q (use embedded or postgres)", a.Store.Backend)
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+		case "secret":
+			if err := singleArg(d, &a.Secret); err != nil {
+				return err
+			}
+		case "terms_version":
+			if err := singleArg(d, &a.TermsVersion); err != nil {
+				return err
+			}
+		case "session_ttl":
+			if err := durationArg(d, &a.SessionTTL); err != nil {
+				return err
+			}
+		case "grace_period":
+			if err := durationArg(d, &a.GracePeriod); err != nil {
+				return err
+			}
+		case "max_request_body":
+			var s string
+			if err := singleArg(d, &s); err != nil {
+				return err
+			}
+			n, err := humanize.ParseBytes(s)
+			if err != nil || n == 0 {
+				return d.Errf("max_request_body: %q is not a size such as 32MiB", s)
+			}
+			a.MaxRequestBody = int64(n)
+		case "lifecycle_interval":
+			if err := durationArg(d, &a.LifecycleInterval); err != nil {
+				return err
+			}
+		case "smtp":
+			if a.SMTP != nil {
+				return d.Err("smtp is already set")
+			}
+			a.SMTP = new(SMTPConfig)
+			if err := singleArg(d, &a.SMTP.Addr); err != nil {
+				return d.Err("smtp needs the mail server address, e.g. smtp mail.example.com:587 { from keys@example.com }")
+			}
+			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				var err error
+				switch d.Val() {
+				case "from":
+					err = singleArg(d, &a.SMTP.From)
+				case "username":
+					err = singleArg(d, &a.SMTP.Username)
+				case "password":
+					err = singleArg(d, &a.SMTP.Password)
+				default:
+					err = d.Errf("unknown smtp option %q", d.Val())
+				}
+				if err != nil {
+					return err
+				}
+			}
+		case "pool":
+			p, err := parsePool(d)
+			if err != nil {
+				return err
+			}
+			a.Pools = append(a.Pools, p)
+		default:
+			return d.Errf("unknown timeblock option %q", d.Val())
+		}
+	}
+	return nil
+}
+
+func parsePool(d *caddyfile.Dispenser) (*PoolConfig, error) {
+	p := &PoolConfig{Blocks: map[string]string{}}
+	if !d.NextArg() {
+		return nil, d.Err("pool needs a slug, e.g. pool llama-70b { ... }")
+	}
+	p.Slug = d.Val()
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
+		switch d.Val() {
+		case "model":
+			err = singleArg(d, &p.Model)
+		case "name":
+			err = singleArg(d, &p.Name)
+		case "description":
+			err = singleArg(d, &p.Description)
+		case "status":
+			err = singleArg(d, &p.Status)
+		case "slots":
+			err = intArg(d, &p.Slots)
+		case "max_output_tokens":
+			err = intArg(d, &p.MaxOutputTokens)
+		case "annual_discount":
+			err = singleArg(d, &p.AnnualDiscount)
+			if err == nil {
+				if _, perr := parseDecimal(p.AnnualDiscount); perr != nil {
+					err = d.Errf("annual_discount: %v", perr)
+				}
+			}
+		case "manual_provisioning":
+			p.ManualProvisioning = true
+			if d.NextArg() {
+				v, perr := strconv.ParseBool(d.Val())
+				if perr != nil {
+					return nil, d.Errf("manual_provisioning: %q is not true or false", d.Val())
+				}
+				p.ManualProvisioning = v
+			}
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+		case "block":
+			args := d.RemainingArgs()
+			if len(args) != 2 {
+				return nil, d.Err("block needs a name and a monthly price per seat, e.g. block europe 40")
+			}
+			switch args[0] {
+			case "asia", "europe", "americas":
+			default:
+				return nil, d.Errf("unknown block %q (use asia, europe or americas)", args[0])
+			}
+			if _, perr := parseDecimal(args[1]); perr != nil {
+				return nil, d.Errf("block %s: %v", args[0], perr)
+			}
+			if _, dup := p.Blocks[args[0]]; dup {
+				return nil, d.Errf("block %s is priced twice", args[0])
+			}
+			p.Blocks[args[0]] = args[1]
+		default:
+			return nil, d.Errf("unknown pool option %q", d.Val())
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+func singleArg(d *caddyfile.Dispenser, dst *string) error {
+	name := d.Val()
+	if !d.NextArg() {
+		return d.Errf("%s needs a value", name)
+	}
+	*dst = d.Val()
+	if d.NextArg() {
+		return d.Errf("%s takes one value", name)
+	}
+	return nil
+}
+
+func intArg(d *caddyfile.Dispenser, dst *int) error {
+	name := d.Val()
+	var s string
+	if err := singleArg(d, &s); err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return d.Errf("%s: %q is not a whole number", name, s)
+	}
+	*dst = n
+	return nil
+}
+
+func durationArg(d *caddyfile.Dispenser, dst *caddy.Duration) error {
+	name := d.Val()
+	var s string
+	if err := singleArg(d, &s); err != nil {
+		return err
+	}
+	v, err := caddy.ParseDuration(s)
+	if err != nil {
+		return d.Errf("%s: %v", name, err)
+	}
+	*dst = caddy.Duration(v)
+	return nil
+}
+
+var _ caddyfile.Unmarshaler = (*App)(nil)

@@ -1,0 +1,161 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+)
+
+func TestAppCaddyfile(t *testing.T) {
+	d := caddyfile.NewTestDispenser(`timeblock {
+		store postgres postgres://tb@db:5432/tb
+		secret {env.TIMEBLOCK_SECRET}
+		terms_version 2026-11
+		session_ttl 12h
+		grace_period 3d
+		max_request_body 1MiB
+		pool llama {
+			model meta-llama/Llama-3.3-70B-Instruct
+			name "Llama 70B"
+			description "fast"
+			status funding
+			slots 8
+			block asia 30
+			block europe 40.50
+			annual_discount 0.15
+			manual_provisioning
+			max_output_tokens 4096
+		}
+		pool small {
+			model m
+			block americas 5
+			manual_provisioning false
+		}
+	}`)
+	var app App
+	if err := app.UnmarshalCaddyfile(d); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(app)
+	want := `{"store":{"backend":"postgres","dsn":"postgres://tb@db:5432/tb"},"secret":"{env.TIMEBLOCK_SECRET}",` +
+		`"terms_version":"2026-11","pools":[{"slug":"llama","model":"meta-llama/Llama-3.3-70B-Instruct","name":"Llama 70B",` +
+		`"description":"fast","status":"funding","slots":8,"blocks":{"asia":"30","europe":"40.50"},"annual_discount":"0.15",` +
+		`"manual_provisioning":true,"max_output_tokens":4096},{"slug":"small","model":"m","blocks":{"americas":"5"}}],` +
+		`"session_ttl":43200000000000,"grace_period":259200000000000,"max_request_body":1048576}`
+	if string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+func TestAppCaddyfileErrors(t *testing.T) {
+	for _, tc := range []struct{ name, input, want string }{
+		{"unknown option", "timeblock {\n bogus 1\n}", `unknown timeblock option "bogus"`},
+		{"unknown store", "timeblock {\n store redis\n}", `unknown store "redis"`},
+		{"postgres without dsn", "timeblock {\n store postgres\n}", "needs a DSN"},
+		{"store twice", "timeblock {\n store embedded\n store embedded\n}", "store is already set"},
+		{"secret without value", "timeblock {\n secret\n}", "secret needs a value"},
+		{"bad size", "timeblock {\n max_request_body lots\n}", "is not a size"},
+		{"bad duration", "timeblock {\n session_ttl soon\n}", "session_ttl"},
+		{"pool without slug", "timeblock {\n pool {\n model m\n }\n}", "pool needs a slug"},
+		{"slots not a number", "timeblock {\n pool p {\n slots many\n }\n}", `slots: "many" is not a whole number`},
+		{"unknown block", "timeblock {\n pool p {\n block mars 3\n }\n}", `unknown block "mars"`},
+		{"block without price", "timeblock {\n pool p {\n block asia\n }\n}", "block needs a name and a monthly price"},
+		{"bad price", "timeblock {\n pool p {\n block asia 1e3\n }\n}", "not a plain decimal"},
+		{"negative price", "timeblock {\n pool p {\n block asia -3\n }\n}", "not a plain decimal"},
+		{"block twice", "timeblock {\n pool p {\n block asia 3\n block asia 4\n }\n}", "priced twice"},
+		{"bad discount", "timeblock {\n pool p {\n annual_discount ten\n }\n}", "annual_discount"},
+		{"bad bool", "timeblock {\n pool p {\n manual_provisioning maybe\n }\n}", "is not true or false"},
+		{"unknown pool option", "timeblock {\n pool p {\n gpus 8\n }\n}", `unknown pool option "gpus"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var app App
+			err := app.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.input))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v, want it to contain %q", err, tc.want)
+			}
+			if !strings.Contains(err.Error(), "Testfile:") {
+				t.Errorf("error %q does not name the file and line", err)
+			}
+		})
+	}
+}
+
+func TestAppValidate(t *testing.T) {
+	valid := func() *App {
+		p := &PoolConfig{Slug: "p", Model: "m", Blocks: map[string]string{"asia": "10"}}
+		p.provision()
+		return &App{Store: &StoreConfig{Backend: "embedded"}, Secret: strings.Repeat("s", 16), Pools: []*PoolConfig{p}}
+	}
+	if err := valid().Validate(); err != nil {
+		t.Fatalf("valid config rejected: %v", err)
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(a *App)
+		want   string
+	}{
+		{"no secret", func(a *App) { a.Secret = "" }, "TIMEBLOCK_SECRET"},
+		{"short secret", func(a *App) { a.Secret = "short" }, "too short"},
+		{"postgres without dsn", func(a *App) { a.Store = &StoreConfig{Backend: "postgres"} }, "needs a DSN"},
+		{"pool without model", func(a *App) { a.Pools[0].Model = "" }, "model is required"},
+		{"pool without blocks", func(a *App) { a.Pools[0].Blocks = nil }, "at least one block"},
+		{"bad status", func(a *App) { a.Pools[0].Status = "open" }, `unknown status "open"`},
+		{"zero slots", func(a *App) { a.Pools[0].Slots = 0 }, "slots must be at least 1"},
+		{"discount of one", func(a *App) { a.Pools[0].AnnualDiscount = "1" }, "below 1"},
+		{"duplicate pool", func(a *App) { a.Pools = append(a.Pools, a.Pools[0]) }, "defined twice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := valid()
+			tc.mutate(a)
+			err := a.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestPoolIDIsStableAndDistinct(t *testing.T) {
+	a := (&PoolConfig{Slug: "llama"}).pool(time.Time{})
+	b := (&PoolConfig{Slug: "llama"}).pool(time.Time{})
+	c := (&PoolConfig{Slug: "qwen"}).pool(time.Time{})
+	if a.ID != b.ID || a.ID == c.ID || len(a.ID) != 36 {
+		t.Fatalf("pool ids: %s %s %s", a.ID, b.ID, c.ID)
+	}
+}
+
+func TestHandlerCaddyfiles(t *testing.T) {
+	var g Gate
+	if err := g.UnmarshalCaddyfile(caddyfile.NewTestDispenser("timeblock_gate {\n lane_wait 0\n}")); err != nil {
+		t.Fatal(err)
+	}
+	if g.LaneWait >= 0 {
+		t.Errorf("lane_wait 0 should mean reject at once, got %v", g.LaneWait)
+	}
+	if err := g.UnmarshalCaddyfile(caddyfile.NewTestDispenser("timeblock_gate {\n lane_wait 250ms\n}")); err != nil || g.LaneWait != caddy.Duration(250e6) {
+		t.Errorf("lane_wait 250ms: %v %v", g.LaneWait, err)
+	}
+	if err := new(Gate).UnmarshalCaddyfile(caddyfile.NewTestDispenser("timeblock_gate {\n lanes 3\n}")); err == nil {
+		t.Error("unknown gate option accepted")
+	}
+
+	var tr Translate
+	if err := tr.UnmarshalCaddyfile(caddyfile.NewTestDispenser("timeblock_translate messages {\n path /upstream/v1/messages\n}")); err != nil {
+		t.Fatal(err)
+	}
+	if tr.Upstream != "messages" || tr.Path != "/upstream/v1/messages" {
+		t.Errorf("translate = %+v", tr)
+	}
+	for _, bad := range []string{"timeblock_translate", "timeblock_translate grpc", "timeblock_translate chat {\n path relative\n}"} {
+		if err := new(Translate).UnmarshalCaddyfile(caddyfile.NewTestDispenser(bad)); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if err := new(Accounts).UnmarshalCaddyfile(caddyfile.NewTestDispenser("timeblock_accounts {\n foo\n}")); err == nil {
+		t.Error("accounts option accepted")
+	}
+}

@@ -1,0 +1,364 @@
+package caddymodule
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/dustin/go-humanize"
+	"go.uber.org/zap"
+
+	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/admission"
+	"github.com/timeblock/timeblock/translate"
+)
+
+func init() {
+	caddy.RegisterModule(Gate{})
+	httpcaddyfile.RegisterHandlerDirective("timeblock_gate", parseGate)
+}
+
+const defaultLaneWait = 5 * time.Second
+
+// Request variables the gate leaves for the handlers after it (translate
+// reads them instead of parsing the body again):
+const (
+	// VarBody holds the request body as forwarded ([]byte), after the gate's
+	// rewrites; r.Body reads the same bytes.
+	VarBody = "timeblock.body"
+	// VarBoost holds the number of boost members open now (int). On chat
+	// requests the gate has already set the body's priority to minus this;
+	// a handler that builds a chat body from a messages request sets it.
+	VarBoost = "timeblock.boost"
+)
+
+// Gate admits inference requests before reverse_proxy sends them on: it
+// checks the key (through the entitlement cache), the hour window, the model
+// and a free lane, clamps max_tokens, raises priority for boosted keys, and
+// publishes placeholders for routing. Rejections are answered in the format
+// of the endpoint that was called.
+//
+// Placeholders: {timeblock.pool} (pool slug), {timeblock.model},
+// {timeblock.key_id}, {timeblock.boost} (boost members open now) and
+// {timeblock.lanes} (lanes the key holds in the pool now).
+type Gate struct {
+	// LaneWait is how long a request waits for a free lane before 429
+	// (default 5s; a negative value, written 0 in the Caddyfile, rejects at once).
+	LaneWait caddy.Duration `json:"lane_wait,omitempty"`
+	// MaxRequestBody limits request bodies in bytes (default: the timeblock
+	// app's max_request_body, 32 MiB unless set).
+	MaxRequestBody int64 `json:"max_request_body,omitempty"`
+
+	state   *gateState
+	source  admission.Source
+	maxBody int64
+	now     func() time.Time
+	logger  *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (Gate) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.timeblock_gate",
+		New: func() caddy.Module { return new(Gate) },
+	}
+}
+
+// Provision binds the gate to the timeblock app and its shared state.
+func (g *Gate) Provision(ctx caddy.Context) error {
+	g.logger = ctx.Logger()
+	g.now = time.Now
+	if g.LaneWait == 0 {
+		g.LaneWait = caddy.Duration(defaultLaneWait)
+	}
+	appModule, err := ctx.App("timeblock")
+	if err != nil {
+		return fmt.Errorf("timeblock_gate needs the timeblock app: %w", err)
+	}
+	app := appModule.(*App)
+	if app.shared == nil || app.shared.gate == nil || app.Service() == nil {
+		return errors.New("timeblock_gate: the timeblock app is not provisioned")
+	}
+	g.state = app.shared.gate
+	g.source = app.Service()
+	g.maxBody = g.MaxRequestBody
+	if g.maxBody == 0 {
+		g.maxBody = app.MaxRequestBody
+	}
+	return g.state.metrics.register(ctx.GetMetricsRegistry())
+}
+
+// Validate checks the options.
+func (g *Gate) Validate() error {
+	if g.MaxRequestBody < 0 {
+		return fmt.Errorf("timeblock_gate: max_request_body must not be negative, got %d", g.MaxRequestBody)
+	}
+	return nil
+}
+
+// Cleanup releases nothing: the shared state belongs to the app.
+func (g *Gate) Cleanup() error { return nil }
+
+func (g *Gate) laneWait() time.Duration {
+	return max(time.Duration(g.LaneWait), 0)
+}
+
+// ServeHTTP admits or rejects the request.
+func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	format := translate.FormatFromPath(r.URL.Path)
+	ctx := r.Context()
+
+	key := credential(r)
+	switch {
+	case key == "":
+		return g.reject(w, format, rejectMissingKey, http.StatusUnauthorized, "missing_api_key",
+			"no API key: send a consumption key (sk_pool_...) or a combined key (sk-compat-meta-...) "+
+				"in the x-api-key header or as Authorization: Bearer <key>", 0, nil)
+	case strings.HasPrefix(key, accounts.ManagementKeyPrefix), strings.HasPrefix(key, accounts.SessionTokenPrefix):
+		return g.reject(w, format, rejectWrongKeyKind, http.StatusUnauthorized, "invalid_api_key",
+			"management keys/session tokens are for the account API; use a consumption key (sk_pool_...) or a combined key", 0, nil)
+	case !plausibleKey(key):
+		return g.reject(w, format, rejectUnknownKey, http.StatusUnauthorized, "invalid_api_key", msgInvalidKey, 0, nil)
+	}
+
+	now := g.now()
+	ent, err := g.state.cache.Lookup(ctx, key, now, g.source)
+	switch {
+	case err == nil:
+	case errors.Is(err, admission.ErrUnknownKey):
+		return g.reject(w, format, rejectUnknownKey, http.StatusUnauthorized, "invalid_api_key", msgInvalidKey, 0, nil)
+	case ctx.Err() != nil:
+		return g.clientGone(w, nil)
+	default:
+		g.logger.Error("checking an API key", zap.Error(err))
+		return g.reject(w, format, rejectKeyCheckFailed, http.StatusServiceUnavailable, "",
+			"the API key could not be checked right now; retry in a moment", 1, nil)
+	}
+	if ent.Denied != "" {
+		status := ent.DeniedStatus
+		if status == 0 {
+			status = http.StatusUnauthorized
+		}
+		return g.reject(w, format, rejectKeyDenied, status, "", ent.Denied, 0, ent)
+	}
+
+	body, err := readBody(r, g.maxBody)
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		return g.reject(w, format, rejectBodyTooLarge, http.StatusRequestEntityTooLarge, "request_too_large",
+			"request body is larger than "+humanize.IBytes(uint64(g.maxBody))+"; send a smaller request", 0, ent)
+	case err != nil && ctx.Err() != nil:
+		return g.clientGone(w, ent)
+	case err != nil:
+		return g.reject(w, format, rejectBadRequest, http.StatusBadRequest, "", "could not read the request body: "+err.Error(), 0, ent)
+	}
+	fields, err := scanInference(body)
+	if err != nil {
+		return g.reject(w, format, rejectBadRequest, http.StatusBadRequest, "", err.Error(), 0, ent)
+	}
+
+	adm := ent.At(now, fields.model)
+	if !adm.ModelHeld {
+		return g.reject(w, format, rejectModelNotHeld, http.StatusNotFound, "model_not_found",
+			"model "+strconv.Quote(fields.model)+" is not available with this key", 0, ent)
+	}
+	if adm.Lanes == 0 {
+		return g.windowClosed(w, format, ent, fields.model, adm.NextOpen, now)
+	}
+
+	body, clamped, err := rewriteBody(body, fields, adm.MaxOutputTokens, format == translate.Chat, adm.Boosts)
+	if err != nil {
+		return g.reject(w, format, rejectBadRequest, http.StatusBadRequest, "", err.Error(), 0, ent)
+	}
+
+	lease, waited, err := g.state.lanes.Acquire(ctx, admission.LaneKey{KeyID: ent.KeyID, PoolID: adm.PoolID}, adm.PoolSlug, adm.Lanes, g.laneWait())
+	g.state.metrics.laneWait.Observe(waited.Seconds())
+	switch {
+	case errors.Is(err, admission.ErrLanesFull):
+		return g.reject(w, format, rejectLanesFull, http.StatusTooManyRequests, "rate_limit_exceeded",
+			fmt.Sprintf("all %d lanes of this key in pool %s are busy; retry when a request finishes", adm.Lanes, adm.PoolSlug), 1, ent)
+	case err != nil:
+		return g.clientGone(w, ent)
+	}
+	// However the request ends (done, client gone, upstream error, panic),
+	// the lane goes back to the registry it came from.
+	defer lease.Release()
+
+	g.state.metrics.admissions.WithLabelValues(adm.PoolSlug).Inc()
+	g.state.lastUsed.Record(ent.KeyID, ent.Combined, now)
+	if ce := g.logger.Check(zap.DebugLevel, "admitted"); ce != nil {
+		ce.Write(zap.String("key_id", ent.KeyID), zap.String("pool", adm.PoolSlug), zap.String("model", fields.model),
+			zap.Int("lanes", adm.Lanes), zap.Int("boosts", adm.Boosts), zap.Duration("waited", waited), zap.Bool("clamped", clamped))
+	}
+
+	if repl, ok := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		repl.Set("timeblock.pool", adm.PoolSlug)
+		repl.Set("timeblock.model", fields.model)
+		repl.Set("timeblock.key_id", ent.KeyID)
+		repl.Set("timeblock.boost", adm.Boosts)
+		repl.Set("timeblock.lanes", adm.Lanes)
+	}
+	caddyhttp.SetVar(ctx, VarBody, body)
+	caddyhttp.SetVar(ctx, VarBoost, adm.Boosts)
+
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	r.ContentLength = int64(len(body))
+	r.TransferEncoding = nil
+	r.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	return next.ServeHTTP(w, r)
+}
+
+const msgInvalidKey = "invalid API key: no consumption key or combined key has this value; " +
+	"check that it was copied whole (GET /api/keys lists your keys)"
+
+// windowClosed answers 403: the key holds the model, but none of its lanes
+// is open this hour.
+func (g *Gate) windowClosed(w http.ResponseWriter, format translate.Format, ent *accounts.Entitlement, model string, next, now time.Time) error {
+	if next.IsZero() {
+		return g.reject(w, format, rejectWindowClosed, http.StatusForbidden, "window_closed",
+			"this key's time window for model "+strconv.Quote(model)+" is closed and does not open again in its paid period", 0, ent)
+	}
+	retry := int((next.Sub(now) + time.Second - 1) / time.Second)
+	return g.reject(w, format, rejectWindowClosed, http.StatusForbidden, "window_closed",
+		"this key's time window for model "+strconv.Quote(model)+" is closed now; it opens next at "+
+			next.UTC().Format(time.RFC3339), max(retry, 1), ent)
+}
+
+// reject answers with an error in the client's format. code fills the chat
+// body's code (empty: null); retryAfter > 0 sets Retry-After in seconds.
+func (g *Gate) reject(w http.ResponseWriter, format translate.Format, reason rejectReason, status int, code, msg string, retryAfter int, ent *accounts.Entitlement) error {
+	g.state.metrics.rejections[reason].Inc()
+	if ce := g.logger.Check(zap.DebugLevel, "rejected"); ce != nil {
+		keyID := ""
+		if ent != nil {
+			keyID = ent.KeyID
+		}
+		ce.Write(zap.String("reason", reason.String()), zap.Int("status", status), zap.String("key_id", keyID))
+	}
+	if retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+	}
+	e := &translate.Error{Status: status, Kind: translate.KindForStatus(status), Message: msg, Code: code}
+	return e.Write(w, format)
+}
+
+// clientGone records a client that left while the request was checked or
+// queued. Like reverse_proxy, it writes 499 for the access log; nobody reads it.
+func (g *Gate) clientGone(w http.ResponseWriter, ent *accounts.Entitlement) error {
+	g.state.metrics.rejections[rejectClientGone].Inc()
+	if ent != nil {
+		g.logger.Debug("client left before admission", zap.String("key_id", ent.KeyID))
+	}
+	w.WriteHeader(499)
+	return nil
+}
+
+// credential returns the key from x-api-key or Authorization: Bearer.
+func credential(r *http.Request) string {
+	if v := r.Header["X-Api-Key"]; len(v) > 0 && v[0] != "" {
+		return strings.TrimSpace(v[0])
+	}
+	auth := r.Header["Authorization"]
+	if len(auth) == 0 {
+		return ""
+	}
+	const bearer = "Bearer "
+	if len(auth[0]) > len(bearer) && strings.EqualFold(auth[0][:len(bearer)], bearer) {
+		return strings.TrimSpace(auth[0][len(bearer):])
+	}
+	return ""
+}
+
+// plausibleKey tells whether key has the shape of a consumption key or a
+// combined-key token (prefix, then base64url characters), so that garbage is
+// refused without a store lookup.
+func plausibleKey(key string) bool {
+	var rest string
+	switch {
+	case strings.HasPrefix(key, accounts.PoolKeyPrefix):
+		rest = key[len(accounts.PoolKeyPrefix):]
+	case strings.HasPrefix(key, accounts.CombinedTokenPrefix):
+		rest = key[len(accounts.CombinedTokenPrefix):]
+	default:
+		return false
+	}
+	if len(rest) < 16 || len(rest) > 128 {
+		return false
+	}
+	for i := 0; i < len(rest); i++ {
+		c := rest[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// parseGate parses:
+//
+//	timeblock_gate {
+//		lane_wait <duration>
+//		max_request_body <size>
+//	}
+func parseGate(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	g := new(Gate)
+	err := g.UnmarshalCaddyfile(h.Dispenser)
+	return g, err
+}
+
+// UnmarshalCaddyfile sets up the gate from Caddyfile tokens.
+func (g *Gate) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "lane_wait":
+			var v caddy.Duration
+			if err := durationArg(d, &v); err != nil {
+				return err
+			}
+			if v == 0 {
+				v = -1 // 0 means "reject at once"; the zero value means "default"
+			}
+			if v < -1 {
+				return d.Err("lane_wait must not be negative")
+			}
+			g.LaneWait = v
+		case "max_request_body":
+			var s string
+			if err := singleArg(d, &s); err != nil {
+				return err
+			}
+			size, err := humanize.ParseBytes(s)
+			if err != nil || size == 0 || size > 1<<40 {
+				return d.Errf("max_request_body: %q is not a size such as 32MiB or 1MB", s)
+			}
+			g.MaxRequestBody = int64(size)
+		default:
+			return d.Errf("unknown timeblock_gate option %q", d.Val())
+		}
+	}
+	return nil
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Gate)(nil)
+	_ caddy.Validator             = (*Gate)(nil)
+	_ caddy.CleanerUpper          = (*Gate)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Gate)(nil)
+	_ caddyfile.Unmarshaler       = (*Gate)(nil)
+	_ admission.Source            = (*accounts.Service)(nil)
+)

@@ -1,0 +1,145 @@
+package caddymodule
+
+// The gate reads an inference body once: it checks the size and the JSON,
+// finds the fields it acts on in one pass over the top level, and rewrites
+// the body only when it must (max_tokens above the pool's ceiling, priority).
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+)
+
+var errBodyTooLarge = errors.New("request body too large")
+
+// readBody reads the whole request body, refusing more than limit bytes.
+// With a Content-Length it reads into one buffer of that size.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, errBodyTooLarge
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	size := int64(512)
+	if r.ContentLength > 0 {
+		size = r.ContentLength + 1 // room to see EOF without growing
+	}
+	lr := &io.LimitedReader{R: r.Body, N: limit + 1}
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := lr.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if int64(len(buf)) > limit {
+		return nil, errBodyTooLarge
+	}
+	return buf, nil
+}
+
+// inferenceFields are the top-level fields of a request body the gate acts on.
+type inferenceFields struct {
+	model               string
+	stream              bool
+	maxTokens           gjson.Result // messages and chat
+	maxCompletionTokens gjson.Result // chat's newer name for the same limit
+	priority            bool         // the client sent a priority of its own
+}
+
+// scanInference checks that body is one JSON object with a model and reads
+// the fields the gate acts on; the error says what to fix.
+func scanInference(body []byte) (inferenceFields, error) {
+	var f inferenceFields
+	s := unsafe.String(unsafe.SliceData(body), len(body))
+	if len(body) == 0 {
+		return f, errors.New("request body is empty; send a JSON object with model and messages")
+	}
+	if !gjson.Valid(s) {
+		return f, errors.New("request body is not valid JSON")
+	}
+	root := gjson.Parse(s)
+	if !root.IsObject() {
+		return f, errors.New("request body must be a JSON object")
+	}
+	var modelErr error
+	root.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "model":
+			if v.Type != gjson.String || v.Str == "" {
+				modelErr = errors.New("model must be a non-empty string")
+				return true
+			}
+			// A copy: the body may be rewritten in place later.
+			f.model = strings.Clone(v.Str)
+		case "stream":
+			f.stream = v.Type == gjson.True
+		case "max_tokens":
+			f.maxTokens = v
+		case "max_completion_tokens":
+			f.maxCompletionTokens = v
+		case "priority":
+			f.priority = true
+		}
+		return true
+	})
+	if modelErr != nil {
+		return f, modelErr
+	}
+	if f.model == "" {
+		return f, errors.New("model is required")
+	}
+	return f, nil
+}
+
+// rewriteBody applies the gate's edits: max_tokens (and chat's
+// max_completion_tokens) above maxOut is lowered to it, and on chat requests
+// priority is set to -boosts while boost members are open and removed
+// otherwise, since only the gate decides who runs first. It returns body
+// itself when nothing changes, and whether max_tokens was clamped.
+func rewriteBody(body []byte, f inferenceFields, maxOut int, chat bool, boosts int) ([]byte, bool, error) {
+	var err error
+	clamped := false
+	opts := &sjson.Options{Optimistic: true, ReplaceInPlace: true}
+	if maxOut > 0 {
+		for _, field := range [...]struct {
+			name string
+			v    gjson.Result
+		}{{"max_tokens", f.maxTokens}, {"max_completion_tokens", f.maxCompletionTokens}} {
+			if field.v.Type != gjson.Number || field.v.Num <= float64(maxOut) {
+				continue
+			}
+			if body, err = sjson.SetRawBytesOptions(body, field.name, strconv.AppendInt(nil, int64(maxOut), 10), opts); err != nil {
+				return nil, false, fmt.Errorf("clamping %s: %w", field.name, err)
+			}
+			clamped = true
+		}
+	}
+	if chat {
+		switch {
+		case boosts > 0:
+			body, err = sjson.SetRawBytesOptions(body, "priority", strconv.AppendInt(nil, int64(-boosts), 10), opts)
+		case f.priority:
+			body, err = sjson.DeleteBytesOptions(body, "priority", opts)
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("setting priority: %w", err)
+		}
+	}
+	return body, clamped, nil
+}

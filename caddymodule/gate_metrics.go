@@ -1,0 +1,129 @@
+package caddymodule
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/timeblock/timeblock/accounts/admission"
+)
+
+// rejectReason labels timeblock_gate_rejections_total.
+type rejectReason int
+
+const (
+	rejectMissingKey     rejectReason = iota // no credential at all
+	rejectWrongKeyKind                       // a management key or session token
+	rejectUnknownKey                         // no such consumption or combined key
+	rejectKeyDenied                          // revoked, canceled, past due...
+	rejectKeyCheckFailed                     // the store could not be asked
+	rejectBadRequest                         // unreadable body, not JSON, no model
+	rejectBodyTooLarge
+	rejectModelNotHeld
+	rejectWindowClosed
+	rejectLanesFull
+	rejectClientGone
+	numRejectReasons
+)
+
+var rejectReasonNames = [numRejectReasons]string{
+	rejectMissingKey:     "missing_key",
+	rejectWrongKeyKind:   "wrong_key_kind",
+	rejectUnknownKey:     "unknown_key",
+	rejectKeyDenied:      "key_denied",
+	rejectKeyCheckFailed: "key_check_failed",
+	rejectBadRequest:     "bad_request",
+	rejectBodyTooLarge:   "body_too_large",
+	rejectModelNotHeld:   "model_not_held",
+	rejectWindowClosed:   "window_closed",
+	rejectLanesFull:      "lanes_full",
+	rejectClientGone:     "client_gone",
+}
+
+func (r rejectReason) String() string { return rejectReasonNames[r] }
+
+// gateMetrics are built once per store with the rest of the gate state, so
+// counters keep counting across config reloads; each config registers them
+// in its own registry.
+type gateMetrics struct {
+	admissions *prometheus.CounterVec
+	rejections [numRejectReasons]prometheus.Counter
+	laneWait   prometheus.Histogram
+	collectors []prometheus.Collector
+}
+
+func newGateMetrics(lanes *admission.Registry, cache *admission.Cache) *gateMetrics {
+	const ns, sub = "timeblock", "gate"
+	m := &gateMetrics{
+		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "admissions_total",
+			Help: "Inference requests admitted, by pool.",
+		}, []string{"pool"}),
+		laneWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: ns, Subsystem: sub, Name: "lane_wait_seconds",
+			Help:    "Time requests waited for a free lane (0 when one was free), admitted or not.",
+			Buckets: []float64{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+		}),
+	}
+	rejections := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: ns, Subsystem: sub, Name: "rejections_total",
+		Help: "Inference requests rejected by the gate, by reason.",
+	}, []string{"reason"})
+	for r := range numRejectReasons {
+		m.rejections[r] = rejections.WithLabelValues(r.String())
+	}
+	m.collectors = []prometheus.Collector{m.admissions, rejections, m.laneWait, &gateCollector{lanes: lanes, cache: cache}}
+	return m
+}
+
+// register adds the metrics to a config's registry. Several gates in one
+// config share them, so "already registered" is fine.
+func (m *gateMetrics) register(reg prometheus.Registerer) error {
+	if reg == nil {
+		return nil
+	}
+	for _, c := range m.collectors {
+		if err := reg.Register(c); err != nil && !errors.As(err, &prometheus.AlreadyRegisteredError{}) {
+			return err
+		}
+	}
+	return nil
+}
+
+// gateCollector reads what the lane registry and the cache already count,
+// at scrape time, so the request path pays nothing for these series.
+type gateCollector struct {
+	lanes *admission.Registry
+	cache *admission.Cache
+}
+
+var (
+	lanesInUseDesc = prometheus.NewDesc("timeblock_gate_lanes_in_use",
+		"Requests in flight holding a lane, by pool.", []string{"pool"}, nil)
+	cacheLookupsDesc = prometheus.NewDesc("timeblock_gate_key_cache_lookups_total",
+		"Key lookups by result: hit (cached entitlement), negative_hit (cached unknown key), miss (loaded from the store).",
+		[]string{"result"}, nil)
+	cacheLoadsDesc = prometheus.NewDesc("timeblock_gate_key_cache_loads_total",
+		"Entitlement loads from the store (concurrent misses of one key share one load).", nil, nil)
+	cacheLoadErrorsDesc = prometheus.NewDesc("timeblock_gate_key_cache_load_errors_total",
+		"Entitlement loads that failed for a reason other than an unknown key.", nil, nil)
+)
+
+func (c *gateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- lanesInUseDesc
+	ch <- cacheLookupsDesc
+	ch <- cacheLoadsDesc
+	ch <- cacheLoadErrorsDesc
+}
+
+func (c *gateCollector) Collect(ch chan<- prometheus.Metric) {
+	for pool, n := range c.lanes.InUseByPool() {
+		ch <- prometheus.MustNewConstMetric(lanesInUseDesc, prometheus.GaugeValue, float64(n), pool)
+	}
+	s := c.cache.Stats()
+	ch <- prometheus.MustNewConstMetric(cacheLookupsDesc, prometheus.CounterValue, float64(s.Hits), "hit")
+	ch <- prometheus.MustNewConstMetric(cacheLookupsDesc, prometheus.CounterValue, float64(s.NegativeHits), "negative_hit")
+	ch <- prometheus.MustNewConstMetric(cacheLookupsDesc, prometheus.CounterValue, float64(s.Misses), "miss")
+	ch <- prometheus.MustNewConstMetric(cacheLoadsDesc, prometheus.CounterValue, float64(s.Loads))
+	ch <- prometheus.MustNewConstMetric(cacheLoadErrorsDesc, prometheus.CounterValue, float64(s.LoadErrors))
+}

@@ -1,0 +1,88 @@
+package caddymodule
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/timeblock/timeblock/accounts/admission"
+)
+
+// gateState is the part of the shared state the gate works on: it lives as
+// long as the store (across config reloads), so cached entitlements, lane
+// counts and pending last-use times carry over, and a request admitted under
+// the old config releases its lane to the registry the new config admits from.
+type gateState struct {
+	cache    *admission.Cache
+	lanes    *admission.Registry
+	lastUsed *admission.Batcher
+	metrics  *gateMetrics
+
+	stopInvalidation func()
+	stop, done       chan struct{}
+}
+
+// gateStore is what the gate state needs from the account store.
+type gateStore interface {
+	admission.Toucher
+	OnInvalidation(fn func(userID string)) (cancel func())
+}
+
+const (
+	laneSweepInterval = 5 * time.Minute
+	lastUsedInterval  = 5 * time.Second
+)
+
+func newGateState(store gateStore, logger *zap.Logger) (*gateState, error) {
+	cache, err := admission.NewCache(admission.CacheConfig{})
+	if err != nil {
+		return nil, fmt.Errorf("timeblock: %w", err)
+	}
+	s := &gateState{
+		cache:    cache,
+		lanes:    admission.NewRegistry(),
+		lastUsed: admission.NewBatcher(store, lastUsedInterval, logger.Named("last_used")),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	s.metrics = newGateMetrics(s.lanes, s.cache)
+	// Every node hears every invalidation (its own included), so a change to
+	// a user's keys takes effect on the next request here and, through the
+	// store's notifications, on the other nodes.
+	s.stopInvalidation = store.OnInvalidation(cache.InvalidateUser)
+	go s.sweep()
+	return s, nil
+}
+
+// sweep forgets lane groups of keys that have gone quiet.
+func (s *gateState) sweep() {
+	defer close(s.done)
+	t := time.NewTicker(laneSweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.lanes.Sweep()
+		}
+	}
+}
+
+// close stops the background work and writes the last-use times still
+// pending; the store must still be open.
+func (s *gateState) close() error {
+	s.stopInvalidation()
+	close(s.stop)
+	<-s.done
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := s.lastUsed.Close(ctx)
+	s.cache.Close()
+	if err != nil {
+		return fmt.Errorf("timeblock: writing key last-use times: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,123 @@
+package caddymodule
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/timeblock/timeblock/accounts"
+)
+
+// poolNamespace derives stable pool UUIDs from slugs, so every node and every
+// reload agrees on a pool's id without coordination.
+var poolNamespace = uuid.MustParse("5b0a4c1e-7d1f-4e51-9a7c-1f3c2d8e6b40")
+
+// PoolConfig is one `pool <slug> { ... }` block of the timeblock global options.
+type PoolConfig struct {
+	Slug               string            `json:"slug"`
+	Model              string            `json:"model"`
+	Name               string            `json:"name,omitempty"`
+	Description        string            `json:"description,omitempty"`
+	Status             string            `json:"status,omitempty"`
+	Slots              int               `json:"slots,omitempty"`
+	Blocks             map[string]string `json:"blocks,omitempty"` // block → monthly USD per seat
+	AnnualDiscount     string            `json:"annual_discount,omitempty"`
+	ManualProvisioning bool              `json:"manual_provisioning,omitempty"`
+	MaxOutputTokens    int               `json:"max_output_tokens,omitempty"`
+}
+
+func (p *PoolConfig) provision() {
+	if p.Name == "" {
+		p.Name = p.Model
+	}
+	if p.Status == "" {
+		p.Status = accounts.PoolActive
+	}
+	if p.Slots == 0 {
+		p.Slots = 1
+	}
+	if p.AnnualDiscount == "" {
+		p.AnnualDiscount = "0"
+	}
+}
+
+func (p *PoolConfig) validate() error {
+	if p.Slug == "" {
+		return errors.New("a pool needs a slug")
+	}
+	if p.Model == "" {
+		return errors.New("model is required")
+	}
+	switch p.Status {
+	case accounts.PoolDraft, accounts.PoolFunding, accounts.PoolActivating, accounts.PoolActive, accounts.PoolPaused:
+	default:
+		return fmt.Errorf("unknown status %q (use draft, funding, activating, active or paused)", p.Status)
+	}
+	if p.Slots < 1 {
+		return fmt.Errorf("slots must be at least 1, got %d", p.Slots)
+	}
+	if len(p.Blocks) == 0 {
+		return errors.New("at least one block with a price is required, e.g. block europe 40")
+	}
+	for b, price := range p.Blocks {
+		if !accounts.Block(b).Valid() {
+			return fmt.Errorf("unknown block %q (use asia, europe or americas)", b)
+		}
+		if _, err := parseDecimal(price); err != nil {
+			return fmt.Errorf("block %s price: %w", b, err)
+		}
+	}
+	d, err := parseDecimal(p.AnnualDiscount)
+	if err != nil {
+		return fmt.Errorf("annual_discount: %w", err)
+	}
+	if d.Cmp(big.NewRat(1, 1)) >= 0 {
+		return fmt.Errorf("annual_discount must be a fraction below 1, got %s", p.AnnualDiscount)
+	}
+	if p.MaxOutputTokens < 0 {
+		return fmt.Errorf("max_output_tokens must not be negative, got %d", p.MaxOutputTokens)
+	}
+	return nil
+}
+
+// pool converts the configuration into the stored pool.
+func (p *PoolConfig) pool(now time.Time) *accounts.Pool {
+	prices := make(map[accounts.Block]string, len(p.Blocks))
+	for b, price := range p.Blocks {
+		prices[accounts.Block(b)] = price
+	}
+	return &accounts.Pool{
+		ID:                 uuid.NewSHA1(poolNamespace, []byte(p.Slug)).String(),
+		Slug:               p.Slug,
+		ModelID:            p.Model,
+		ModelName:          p.Name,
+		Description:        p.Description,
+		Status:             p.Status,
+		Slots:              p.Slots,
+		BlockPrices:        prices,
+		AnnualDiscount:     p.AnnualDiscount,
+		ManualProvisioning: p.ManualProvisioning,
+		MaxOutputTokens:    p.MaxOutputTokens,
+		UpdatedAt:          now,
+	}
+}
+
+// parseDecimal accepts a plain non-negative decimal such as "40" or "12.50".
+func parseDecimal(s string) (*big.Rat, error) {
+	if s == "" {
+		return nil, errors.New("empty number")
+	}
+	for i, c := range s {
+		if (c < '0' || c > '9') && !(c == '.' && i > 0 && i < len(s)-1) {
+			return nil, fmt.Errorf("%q is not a plain decimal number such as 40 or 12.50", s)
+		}
+	}
+	r, ok := new(big.Rat).SetString(s)
+	if !ok {
+		return nil, fmt.Errorf("%q is not a plain decimal number such as 40 or 12.50", s)
+	}
+	return r, nil
+}

@@ -1,0 +1,70 @@
+package translate
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Format is one of the two inference wire formats.
+type Format uint8
+
+const (
+	// Unknown is no format: a path that is neither endpoint.
+	Unknown Format = iota
+	// Chat is the chat completions format (POST /v1/chat/completions).
+	Chat
+	// Messages is the messages format (POST /v1/messages).
+	Messages
+)
+
+const (
+	// ChatPath is the path suffix of the chat completions endpoint.
+	ChatPath = "/v1/chat/completions"
+	// MessagesPath is the path suffix of the messages endpoint.
+	MessagesPath = "/v1/messages"
+)
+
+// FormatFromPath tells the client's format from the request path, which ends
+// in /v1/chat/completions or /v1/messages (a trailing slash is tolerated).
+func FormatFromPath(p string) Format {
+	p = strings.TrimSuffix(p, "/")
+	switch {
+	case strings.HasSuffix(p, ChatPath):
+		return Chat
+	case strings.HasSuffix(p, MessagesPath):
+		return Messages
+	}
+	return Unknown
+}
+
+// ParseFormat reads "chat" or "messages", as written in the Caddyfile.
+func ParseFormat(s string) (Format, error) {
+	switch s {
+	case "chat":
+		return Chat, nil
+	case "messages":
+		return Messages, nil
+	}
+	return Unknown, fmt.Errorf("unknown format %q (use chat or messages)", s)
+}
+
+// Path is the default upstream path of the format.
+func (f Format) Path() string {
+	switch f {
+	case Chat:
+		return ChatPath
+	case Messages:
+		return MessagesPath
+	}
+	return ""
+}
+
+func (f Format) String() string {
+	switch f {
+	case Chat:
+		return "chat"
+	case Messages:
+		return "messages"
+	}
+	return "unknown"
+}

@@ -1,0 +1,124 @@
+package translate
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func seedFiles(f *testing.F, pattern string) {
+	m, _ := filepath.Glob(filepath.Join("testdata", pattern))
+	for _, p := range m {
+		b, err := os.ReadFile(p)
+		if err == nil {
+			f.Add(b)
+		}
+	}
+}
+
+var fuzzConfigs = []Config{
+	{Upstream: Chat},
+	{Upstream: Chat, Reasoning: DialectChatTemplateKwargs},
+	{Upstream: Chat, Reasoning: DialectEffortScale, OmitTopK: true},
+	{Upstream: Messages},
+	{Upstream: Messages, Reasoning: DialectOpenAI},
+	{Upstream: Chat, Reasoning: DialectThinking, MaxDepth: 16},
+}
+
+// FuzzTranslateRequest: any body, either client, any configuration: no
+// panic; a translation is one JSON object, an error a 400/413 that renders
+// as JSON in both formats.
+func FuzzTranslateRequest(f *testing.F) {
+	seedFiles(f, "requests/*.in.json")
+	for _, s := range []string{`{}`, `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"x"}}]}]}]}`,
+		`{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"x:y","function":{"name":"f","arguments":"{\"a\":"}}]},{"role":"tool","tool_call_id":"x:y","content":null}]}`,
+		`{"model":"m","max_tokens":5,"messages":[],"thinking":{"type":"enabled","budget_tokens":1e3},"reasoning":{"effort":"high"}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for i := range fuzzConfigs {
+			cfg := &fuzzConfigs[i]
+			for _, client := range []Format{Chat, Messages} {
+				out, _, err := TranslateRequest(client, body, cfg, nil)
+				if err != nil {
+					if err.Status != 400 && err.Status != 413 {
+						t.Fatalf("status %d: %v", err.Status, err)
+					}
+					for _, f := range []Format{Chat, Messages} {
+						if !json.Valid(err.Body(f)) {
+							t.Fatalf("error body is not JSON: %s", err.Body(f))
+						}
+					}
+					continue
+				}
+				var v map[string]any
+				if e := json.Unmarshal(out, &v); e != nil {
+					t.Fatalf("%v -> %v upstream body is not a JSON object: %v\nin:  %s\nout: %s", client, cfg.Upstream, e, body, out)
+				}
+			}
+		}
+	})
+}
+
+// FuzzStream: any upstream bytes, split anywhere, every direction: no panic,
+// no hang, and the client gets a well-formed event stream.
+func FuzzStream(f *testing.F) {
+	seedFiles(f, "streams/*.sse")
+	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"content\":\"<think>a</th\"}}]}\n\ndata: [DONE]\n\n"))
+	f.Add([]byte("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":7,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\"}}\n\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		split := 1
+		if len(in) > 0 {
+			split = 1 + int(in[0])%64
+		}
+		for _, up := range []Format{Chat, Messages} {
+			for _, client := range []Format{Chat, Messages} {
+				for _, reasoning := range []bool{false, true} {
+					cfg := &Config{Upstream: up, ThinkPrefilled: reasoning}
+					s := NewStream(client, up, Request{Stream: true, IncludeUsage: true, Reasoning: reasoning}, cfg)
+					var out []byte
+					for p := in; len(p) > 0; {
+						n := min(split, len(p))
+						out = s.Write(out, p[:n])
+						p = p[n:]
+					}
+					out = s.Close(out)
+					if !s.Done() {
+						t.Fatalf("stream not done after Close")
+					}
+					if err := checkGrammar(client, up, parseSSE(t, out), false); err != nil {
+						t.Fatalf("%v <- %v: %v\nin:\n%q\nout:\n%s", client, up, err, in, out)
+					}
+				}
+			}
+		}
+	})
+}
+
+// FuzzTranslateResponse: any upstream body: no panic, JSON out or a 502.
+func FuzzTranslateResponse(f *testing.F) {
+	seedFiles(f, "responses/*[a-z].json")
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, up := range []Format{Chat, Messages} {
+			for _, client := range []Format{Chat, Messages} {
+				cfg := &Config{Upstream: up}
+				out, err := TranslateResponse(client, up, body, Request{Reasoning: true}, cfg, nil)
+				if err != nil {
+					if !json.Valid(err.Body(client)) {
+						t.Fatal("error body is not JSON")
+					}
+					continue
+				}
+				if !json.Valid(out) {
+					t.Fatalf("%v <- %v: not JSON\nin:  %s\nout: %s", client, up, body, out)
+				}
+			}
+		}
+		for _, f := range []Format{Chat, Messages} {
+			if out := TranslateErrorBody(f, Chat, 500, body, nil); !json.Valid(out) {
+				t.Fatalf("error body not JSON: %s", out)
+			}
+		}
+	})
+}

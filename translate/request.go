@@ -1,0 +1,222 @@
+package translate
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// Request is what the response side needs to know about the request it
+// answers; TranslateRequest returns it and NewStream takes it.
+type Request struct {
+	// Stream is true when the client asked for SSE.
+	Stream bool
+	// IncludeUsage is true when a chat client asked for the final usage chunk
+	// (stream_options.include_usage). The upstream is always asked for it.
+	IncludeUsage bool
+	// Reasoning is true when the client asked for reasoning.
+	Reasoning bool
+}
+
+// TranslateRequest turns a client body (in format client) into the body for
+// cfg.Upstream, appending it to buf (which may be nil or a pooled buffer) and
+// returning the extended slice. The body is validated on the way: malformed
+// JSON, wrong types, out-of-range values, server-side tools and fields the
+// upstream cannot honour are a 400 (a 413 past cfg.MaxBodyBytes) that the
+// caller renders in the client's format with Error.Body(client).
+func TranslateRequest(client Format, body []byte, cfg *Config, buf []byte) ([]byte, Request, *Error) {
+	if len(body) > cfg.maxBody() {
+		return buf, Request{}, NewError(http.StatusRequestEntityTooLarge, RequestTooLarge,
+			"request body is larger than "+strconv.Itoa(cfg.maxBody())+" bytes")
+	}
+	s := trimJSON(b2s(body))
+	if !isObj(s) {
+		return buf, Request{}, badRequest("request body must be a JSON object")
+	}
+	if maxDepth(s, cfg.maxDepth()) > cfg.maxDepth() {
+		return buf, Request{}, badRequest("request body is nested more than " + strconv.Itoa(cfg.maxDepth()) + " levels deep")
+	}
+	if !gjson.Valid(s) {
+		return buf, Request{}, badRequest("request body is not valid JSON")
+	}
+	mark := len(buf)
+	var (
+		out []byte
+		req Request
+		err *Error
+	)
+	switch {
+	case client == Messages && cfg.Upstream == Chat:
+		out, req, err = messagesToChat(buf, s, cfg)
+	case client == Chat && cfg.Upstream == Messages:
+		out, req, err = chatToMessages(buf, s, cfg)
+	case client == Chat || client == Messages:
+		out, req, err = passRequest(client, buf, s, cfg)
+	default:
+		err = NewError(http.StatusNotFound, NotFound, "unknown inference endpoint; use /v1/chat/completions or /v1/messages")
+	}
+	if err != nil {
+		return buf[:mark], Request{}, err
+	}
+	return out, req, nil
+}
+
+// serverToolPrefixes are the type prefixes of vendor tools that run on the
+// vendor's servers; no upstream here can run them.
+var serverToolPrefixes = [...]string{"web_search_", "web_fetch_", "code_execution_", "computer_", "text_editor_", "bash_"}
+
+func isServerTool(typ string) bool {
+	for _, p := range serverToolPrefixes {
+		if strings.HasPrefix(typ, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func serverToolError(path, typ string) *Error {
+	return badRequest(path + ": server-side tool type " + strconv.Quote(typ) +
+		" is not supported; define client tools (name, description, input_schema) instead")
+}
+
+// pathf joins a path prefix and an index.
+func pathi(prefix string, i int) string { return prefix + "." + strconv.Itoa(i) }
+
+func needString(v, path string) *Error {
+	if !isStr(v) {
+		return badRequest(path + ": must be a string")
+	}
+	return nil
+}
+
+func checkModel(v string) *Error {
+	if !isStr(v) || emptyStr(v) {
+		return badRequest("model: must be a non-empty string")
+	}
+	return nil
+}
+
+// checkRange reads a number in [lo, hi].
+func checkRange(v, path string, lo, hi float64) *Error {
+	if isNull(v) {
+		return nil
+	}
+	f, ok := toFloat(v)
+	if !ok {
+		return badRequest(path + ": must be a number")
+	}
+	if f < lo || f > hi {
+		return badRequest(path + ": must be between " + strconv.FormatFloat(lo, 'g', -1, 64) +
+			" and " + strconv.FormatFloat(hi, 'g', -1, 64) + ", got " + v)
+	}
+	return nil
+}
+
+func readMaxTokens(v, path string) (int64, *Error) {
+	n, ok := toInt(v)
+	if !ok || n < 1 {
+		return 0, badRequest(path + ": must be a positive integer")
+	}
+	return n, nil
+}
+
+func checkTopK(v string) *Error {
+	if isNull(v) {
+		return nil
+	}
+	if n, ok := toInt(v); !ok || n < -1 {
+		return badRequest("top_k: must be a non-negative integer")
+	}
+	return nil
+}
+
+func checkBool(v, path string) *Error {
+	if !isBool(v) && !isNull(v) {
+		return badRequest(path + ": must be a boolean")
+	}
+	return nil
+}
+
+// stopList validates stop (string or array of strings).
+func stopList(v, path string) *Error {
+	if isNull(v) || isStr(v) {
+		return nil
+	}
+	it, ok := arrIter(v)
+	if !ok {
+		return badRequest(path + ": must be a string or an array of strings")
+	}
+	for i := 0; ; i++ {
+		e, ok := it.elem()
+		if !ok {
+			return nil
+		}
+		if !isStr(e) {
+			return badRequest(pathi(path, i) + ": must be a string")
+		}
+	}
+}
+
+// appendJoined appends the insides of string literals joined by sepEsc (an
+// escaped separator), so that joining needs no decoding.
+func appendJoinedInner(dst []byte, lit, sepEsc string, first *bool) []byte {
+	in := inner(lit)
+	if in == "" {
+		return dst
+	}
+	if !*first {
+		dst = append(dst, sepEsc...)
+	}
+	*first = false
+	return append(dst, in...)
+}
+
+// cleanID keeps a tool call id within [A-Za-z0-9_-], the messages format's
+// id alphabet; other characters become '_'. The same mapping is applied to
+// tool calls and results, so they still match.
+func appendCleanID(dst []byte, lit string) []byte {
+	in := inner(lit)
+	clean := true
+	for i := 0; i < len(in); i++ {
+		if !idChar(in[i]) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return append(dst, lit...)
+	}
+	s := str(lit)
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !idChar(c) {
+			c = '_'
+		}
+		dst = append(dst, c)
+	}
+	return append(dst, '"')
+}
+
+func idChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+}
+
+// dataURL splits data:<media type>;base64,<data>.
+func dataURL(u string) (mediaType, data string, ok bool) {
+	rest, found := strings.CutPrefix(u, "data:")
+	if !found {
+		return "", "", false
+	}
+	meta, data, found := strings.Cut(rest, ",")
+	if !found {
+		return "", "", false
+	}
+	mediaType, b64 := strings.CutSuffix(meta, ";base64")
+	if !b64 {
+		return "", "", false
+	}
+	return mediaType, data, true
+}

@@ -1,0 +1,715 @@
+package translate
+
+// Messages client → chat completions upstream.
+
+func messagesToChat(dst []byte, s string, cfg *Config) ([]byte, Request, *Error) {
+	var (
+		model, messages, system, stop, temperature, topP, topK, user, tools, toolChoice string
+		maxTokens                                                                      int64
+		req                                                                            Request
+		r                                                                              reasoning
+		err                                                                            *Error
+	)
+	it, _ := objIter(s)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		if handled, err := r.member(k, v, false); handled {
+			if err != nil {
+				return dst, req, err
+			}
+			continue
+		}
+		switch k {
+		case "model":
+			model = v
+		case "max_tokens":
+			if maxTokens, err = readMaxTokens(v, "max_tokens"); err != nil {
+				return dst, req, err
+			}
+		case "messages":
+			messages = v
+		case "system":
+			system = v
+		case "stop_sequences":
+			err = stopList(v, "stop_sequences")
+			stop = v
+		case "stream":
+			err = checkBool(v, "stream")
+			req.Stream = v == "true"
+		case "temperature":
+			err = checkRange(v, "temperature", 0, 1)
+			temperature = v
+		case "top_p":
+			err = checkRange(v, "top_p", 0, 1)
+			topP = v
+		case "top_k":
+			err = checkTopK(v)
+			topK = v
+		case "metadata":
+			if isNull(v) {
+				continue
+			}
+			if !isObj(v) {
+				return dst, req, badRequest("metadata: must be an object")
+			}
+			if u := field(v, "user_id"); isStr(u) {
+				user = u
+			} else if !isNull(u) {
+				return dst, req, badRequest("metadata.user_id: must be a string")
+			}
+		case "tools":
+			tools = v
+		case "tool_choice":
+			toolChoice = v
+		case "mcp_servers", "container":
+			if !isNull(v) && trimJSON(v) != "[]" {
+				return dst, req, badRequest(k + ": server-side tools are not supported")
+			}
+		}
+		if err != nil {
+			return dst, req, err
+		}
+	}
+	if err = checkModel(model); err != nil {
+		return dst, req, err
+	}
+	if maxTokens == 0 {
+		return dst, req, badRequest("max_tokens: required")
+	}
+	if !isArr(messages) {
+		return dst, req, badRequest("messages: must be an array")
+	}
+	if err = r.resolve(); err != nil {
+		return dst, req, err
+	}
+	req.Reasoning = r.on
+	r.fix(cfg.Dialect(), &maxTokens)
+
+	dst = append(dst, `{"model":`...)
+	dst = append(dst, model...)
+	dst = append(dst, `,"messages":[`...)
+	if dst, err = appendSystemChat(dst, system); err != nil {
+		return dst, req, err
+	}
+	if dst, err = appendMessagesChat(dst, messages); err != nil {
+		return dst, req, err
+	}
+	dst = append(dst, `],"max_tokens":`...)
+	dst = appendInt(dst, maxTokens)
+	if req.Stream {
+		dst = append(dst, `,"stream":true,"stream_options":{"include_usage":true}`...)
+	} else {
+		dst = append(dst, `,"stream":false`...)
+	}
+	if !isNull(stop) {
+		dst = key(dst, "stop")
+		if isStr(stop) {
+			dst = append(dst, '[')
+			dst = append(dst, stop...)
+			dst = append(dst, ']')
+		} else {
+			dst = append(dst, stop...)
+		}
+	}
+	if !isNull(temperature) {
+		dst = appendRawMember(dst, "temperature", temperature)
+	}
+	if !isNull(topP) {
+		dst = appendRawMember(dst, "top_p", topP)
+	}
+	if !isNull(topK) && !cfg.OmitTopK {
+		dst = appendRawMember(dst, "top_k", topK)
+	}
+	if user != "" {
+		dst = appendRawMember(dst, "user", user)
+	}
+	if dst, err = appendToolsChat(dst, tools, toolChoice); err != nil {
+		return dst, req, err
+	}
+	dst = r.appendReasoning(dst, cfg, true)
+	return append(dst, '}'), req, nil
+}
+
+// appendSystemChat writes the system prompt (string or text blocks) as one
+// system message.
+func appendSystemChat(dst []byte, v string) ([]byte, *Error) {
+	if isNull(v) || emptyStr(v) {
+		return dst, nil
+	}
+	if isStr(v) {
+		dst = append(dst, `{"role":"system","content":`...)
+		dst = append(dst, v...)
+		return append(dst, '}'), nil
+	}
+	it, ok := arrIter(v)
+	if !ok {
+		return dst, badRequest("system: must be a string or an array of text blocks")
+	}
+	mark := len(dst)
+	dst = append(dst, `{"role":"system","content":"`...)
+	body := len(dst)
+	first := true
+	for i := 0; ; i++ {
+		b, ok := it.elem()
+		if !ok {
+			break
+		}
+		if !strEq(field(b, "type"), "text") {
+			return dst, badRequest(pathi("system", i) + ": only text blocks are allowed in system")
+		}
+		t := field(b, "text")
+		if err := needString(t, pathi("system", i)+".text"); err != nil {
+			return dst, err
+		}
+		dst = appendJoinedInner(dst, t, `\n\n`, &first)
+	}
+	if len(dst) == body {
+		return dst[:mark], nil
+	}
+	return append(dst, `"}`...), nil
+}
+
+func appendMessagesChat(dst []byte, v string) ([]byte, *Error) {
+	it, _ := arrIter(v)
+	var err *Error
+	for i := 0; ; i++ {
+		m, ok := it.elem()
+		if !ok {
+			return dst, nil
+		}
+		path := pathi("messages", i)
+		if !isObj(m) {
+			return dst, badRequest(path + ": must be an object")
+		}
+		var role, content string
+		mi, _ := objIter(m)
+		for {
+			k, v, ok := mi.next()
+			if !ok {
+				break
+			}
+			switch k {
+			case "role":
+				role = v
+			case "content":
+				content = v
+			}
+		}
+		if !isStr(content) && !isArr(content) {
+			return dst, badRequest(path + ".content: must be a string or an array of content blocks")
+		}
+		switch {
+		case strEq(role, "user"):
+			dst, err = userToChat(dst, content, path)
+		case strEq(role, "assistant"):
+			dst, err = assistantToChat(dst, content, path)
+		default:
+			return dst, badRequest(path + ".role: must be user or assistant")
+		}
+		if err != nil {
+			return dst, err
+		}
+	}
+}
+
+func blockType(b, path string) (string, *Error) {
+	if !isObj(b) {
+		return "", badRequest(path + ": must be a content block object")
+	}
+	t := field(b, "type")
+	if !isStr(t) {
+		return "", badRequest(path + ".type: must be a string")
+	}
+	return inner(t), nil
+}
+
+// isServerBlock tells the result and call blocks of server-side tools.
+func isServerBlock(t string) bool {
+	switch t {
+	case "server_tool_use", "mcp_tool_use", "mcp_tool_result", "container_upload":
+		return true
+	}
+	return len(t) > len("_tool_result") && t[len(t)-len("_tool_result"):] == "_tool_result"
+}
+
+func unsupportedBlock(path, t string) *Error {
+	if isServerBlock(t) {
+		return badRequest(path + ": " + t + " blocks belong to server-side tools, which are not supported")
+	}
+	return badRequest(path + ": content block type " + t + " is not supported here")
+}
+
+// userToChat writes a user turn: its tool_result blocks become tool messages
+// (which must directly follow the assistant's tool calls), then the rest —
+// with any images the tool results carried, which tool messages cannot hold —
+// becomes one user message.
+func userToChat(dst []byte, content, path string) ([]byte, *Error) {
+	if isStr(content) {
+		dst = sep(dst)
+		dst = append(dst, `{"role":"user","content":`...)
+		dst = append(dst, content...)
+		return append(dst, '}'), nil
+	}
+	var (
+		parts    int
+		soleText string
+		err      *Error
+	)
+	it, _ := arrIter(content)
+	for i := 0; ; i++ {
+		b, ok := it.elem()
+		if !ok {
+			break
+		}
+		bp := pathi(path+".content", i)
+		t, err := blockType(b, bp)
+		if err != nil {
+			return dst, err
+		}
+		switch t {
+		case "tool_result":
+			var imgs int
+			if dst, imgs, err = toolResultToChat(dst, b, bp); err != nil {
+				return dst, err
+			}
+			parts += imgs
+		case "text":
+			txt := field(b, "text")
+			if err := needString(txt, bp+".text"); err != nil {
+				return dst, err
+			}
+			if !emptyStr(txt) {
+				parts++
+				soleText = txt
+			}
+		case "image", "document":
+			parts++
+			soleText = ""
+		default:
+			return dst, unsupportedBlock(bp, t)
+		}
+	}
+	if parts == 0 {
+		return dst, nil
+	}
+	dst = sep(dst)
+	dst = append(dst, `{"role":"user","content":`...)
+	if parts == 1 && soleText != "" {
+		dst = append(dst, soleText...)
+		return append(dst, '}'), nil
+	}
+	dst = append(dst, '[')
+	// Images from tool results first: they belong to the calls just answered.
+	it, _ = arrIter(content)
+	for i := 0; ; i++ {
+		b, ok := it.elem()
+		if !ok {
+			break
+		}
+		if !strEq(field(b, "type"), "tool_result") {
+			continue
+		}
+		c := field(b, "content")
+		ci, ok := arrIter(c)
+		if !ok {
+			continue
+		}
+		for j := 0; ; j++ {
+			cb, ok := ci.elem()
+			if !ok {
+				break
+			}
+			if strEq(field(cb, "type"), "image") {
+				if dst, err = appendImagePart(dst, cb, pathi(pathi(path+".content", i)+".content", j)); err != nil {
+					return dst, err
+				}
+			}
+		}
+	}
+	it, _ = arrIter(content)
+	for i := 0; ; i++ {
+		b, ok := it.elem()
+		if !ok {
+			break
+		}
+		bp := pathi(path+".content", i)
+		switch inner(field(b, "type")) {
+		case "text":
+			if txt := field(b, "text"); !emptyStr(txt) {
+				dst = sep(dst)
+				dst = append(dst, `{"type":"text","text":`...)
+				dst = append(dst, txt...)
+				dst = append(dst, '}')
+			}
+		case "image":
+			dst, err = appendImagePart(dst, b, bp)
+		case "document":
+			dst, err = appendDocumentPart(dst, b, bp)
+		}
+		if err != nil {
+			return dst, err
+		}
+	}
+	return append(dst, `]}`...), nil
+}
+
+// toolResultToChat writes one tool message and counts the images it leaves
+// for the following user message.
+func toolResultToChat(dst []byte, b, path string) ([]byte, int, *Error) {
+	id := field(b, "tool_use_id")
+	if !isStr(id) {
+		return dst, 0, badRequest(path + ".tool_use_id: must be a string")
+	}
+	c := field(b, "content")
+	dst = sep(dst)
+	dst = append(dst, `{"role":"tool","tool_call_id":`...)
+	dst = append(dst, id...)
+	dst = append(dst, `,"content":`...)
+	isErr := field(b, "is_error") == "true"
+	switch {
+	case isNull(c) || emptyStr(c):
+		if isErr {
+			dst = append(dst, `"error"`...)
+		} else {
+			dst = append(dst, `""`...)
+		}
+		return append(dst, '}'), 0, nil
+	case isStr(c):
+		dst = append(dst, c...)
+		return append(dst, '}'), 0, nil
+	}
+	it, ok := arrIter(c)
+	if !ok {
+		return dst, 0, badRequest(path + ".content: must be a string or an array of content blocks")
+	}
+	images := 0
+	first := true
+	dst = append(dst, '"')
+	for j := 0; ; j++ {
+		cb, ok := it.elem()
+		if !ok {
+			break
+		}
+		cp := pathi(path+".content", j)
+		t, err := blockType(cb, cp)
+		if err != nil {
+			return dst, 0, err
+		}
+		switch t {
+		case "text":
+			txt := field(cb, "text")
+			if err := needString(txt, cp+".text"); err != nil {
+				return dst, 0, err
+			}
+			dst = appendJoinedInner(dst, txt, `\n`, &first)
+		case "image":
+			images++
+		case "document":
+			src := field(cb, "source")
+			if !strEq(field(src, "type"), "text") || !isStr(field(src, "data")) {
+				return dst, 0, badRequest(cp + ": only text documents can be returned by a tool here")
+			}
+			dst = appendJoinedInner(dst, field(src, "data"), `\n`, &first)
+		default:
+			return dst, 0, unsupportedBlock(cp, t)
+		}
+	}
+	if first && images > 0 {
+		dst = append(dst, "(see the attached image)"...)
+	}
+	return append(dst, `"}`...), images, nil
+}
+
+func appendImagePart(dst []byte, b, path string) ([]byte, *Error) {
+	src := field(b, "source")
+	if !isObj(src) {
+		return dst, badRequest(path + ".source: must be an object")
+	}
+	dst = sep(dst)
+	switch t := field(src, "type"); {
+	case strEq(t, "base64"):
+		mt, data := field(src, "media_type"), field(src, "data")
+		if !isStr(mt) || !isStr(data) {
+			return dst, badRequest(path + ".source: base64 images need media_type and data strings")
+		}
+		dst = append(dst, `{"type":"image_url","image_url":{"url":"data:`...)
+		dst = append(dst, inner(mt)...)
+		dst = append(dst, ";base64,"...)
+		dst = append(dst, inner(data)...)
+		return append(dst, `"}}`...), nil
+	case strEq(t, "url"):
+		u := field(src, "url")
+		if !isStr(u) {
+			return dst, badRequest(path + ".source.url: must be a string")
+		}
+		dst = append(dst, `{"type":"image_url","image_url":{"url":`...)
+		dst = append(dst, u...)
+		return append(dst, `}}`...), nil
+	default:
+		return dst, badRequest(path + ".source.type: images must be base64 or url")
+	}
+}
+
+func appendDocumentPart(dst []byte, b, path string) ([]byte, *Error) {
+	src := field(b, "source")
+	if !isObj(src) {
+		return dst, badRequest(path + ".source: must be an object")
+	}
+	t := field(src, "type")
+	switch {
+	case strEq(t, "text"):
+		data := field(src, "data")
+		if !isStr(data) {
+			return dst, badRequest(path + ".source.data: must be a string")
+		}
+		dst = sep(dst)
+		dst = append(dst, `{"type":"text","text":`...)
+		dst = append(dst, data...)
+		return append(dst, '}'), nil
+	case strEq(t, "base64"):
+		mt, data := field(src, "media_type"), field(src, "data")
+		if !isStr(mt) || !isStr(data) {
+			return dst, badRequest(path + ".source: base64 documents need media_type and data strings")
+		}
+		dst = sep(dst)
+		dst = append(dst, `{"type":"file","file":{"filename":"document.pdf","file_data":"data:`...)
+		dst = append(dst, inner(mt)...)
+		dst = append(dst, ";base64,"...)
+		dst = append(dst, inner(data)...)
+		return append(dst, `"}}`...), nil
+	case strEq(t, "content"):
+		c := field(src, "content")
+		if isStr(c) {
+			dst = sep(dst)
+			dst = append(dst, `{"type":"text","text":`...)
+			dst = append(dst, c...)
+			return append(dst, '}'), nil
+		}
+		it, ok := arrIter(c)
+		if !ok {
+			return dst, badRequest(path + ".source.content: must be a string or text blocks")
+		}
+		for {
+			cb, ok := it.elem()
+			if !ok {
+				return dst, nil
+			}
+			if txt := field(cb, "text"); strEq(field(cb, "type"), "text") && isStr(txt) {
+				dst = sep(dst)
+				dst = append(dst, `{"type":"text","text":`...)
+				dst = append(dst, txt...)
+				dst = append(dst, '}')
+			}
+		}
+	}
+	return dst, badRequest(path + ".source.type: documents must be text, base64 or content here")
+}
+
+// assistantToChat writes an assistant turn: text joined into content, tool_use
+// blocks as tool_calls and, on a turn that calls tools, its thinking as
+// reasoning_content (reasoning templates need it to continue after the
+// results come back).
+func assistantToChat(dst []byte, content, path string) ([]byte, *Error) {
+	if isStr(content) {
+		dst = sep(dst)
+		dst = append(dst, `{"role":"assistant","content":`...)
+		dst = append(dst, content...)
+		return append(dst, '}'), nil
+	}
+	var texts, tools, thinks int
+	it, _ := arrIter(content)
+	for i := 0; ; i++ {
+		b, ok := it.elem()
+		if !ok {
+			break
+		}
+		bp := pathi(path+".content", i)
+		t, err := blockType(b, bp)
+		if err != nil {
+			return dst, err
+		}
+		switch t {
+		case "text":
+			txt := field(b, "text")
+			if err := needString(txt, bp+".text"); err != nil {
+				return dst, err
+			}
+			if !emptyStr(txt) {
+				texts++
+			}
+		case "thinking":
+			if th := field(b, "thinking"); isStr(th) && !emptyStr(th) {
+				thinks++
+			}
+		case "redacted_thinking":
+		case "tool_use":
+			if !isStr(field(b, "id")) || !isStr(field(b, "name")) {
+				return dst, badRequest(bp + ": tool_use needs id and name strings")
+			}
+			if in := field(b, "input"); !isObj(in) && !isNull(in) {
+				return dst, badRequest(bp + ".input: must be an object")
+			}
+			tools++
+		default:
+			return dst, unsupportedBlock(bp, t)
+		}
+	}
+	if texts == 0 && tools == 0 {
+		return dst, nil
+	}
+	dst = sep(dst)
+	dst = append(dst, `{"role":"assistant","content":"`...)
+	first := true
+	it, _ = arrIter(content)
+	for {
+		b, ok := it.elem()
+		if !ok {
+			break
+		}
+		if strEq(field(b, "type"), "text") {
+			dst = appendJoinedInner(dst, field(b, "text"), "", &first)
+		}
+	}
+	dst = append(dst, '"')
+	if tools == 0 {
+		return append(dst, '}'), nil
+	}
+	if thinks > 0 {
+		dst = append(dst, `,"reasoning_content":"`...)
+		first = true
+		it, _ = arrIter(content)
+		for {
+			b, ok := it.elem()
+			if !ok {
+				break
+			}
+			if strEq(field(b, "type"), "thinking") {
+				if th := field(b, "thinking"); isStr(th) {
+					dst = appendJoinedInner(dst, th, `\n\n`, &first)
+				}
+			}
+		}
+		dst = append(dst, '"')
+	}
+	dst = append(dst, `,"tool_calls":[`...)
+	it, _ = arrIter(content)
+	for {
+		b, ok := it.elem()
+		if !ok {
+			break
+		}
+		if !strEq(field(b, "type"), "tool_use") {
+			continue
+		}
+		dst = sep(dst)
+		dst = append(dst, `{"id":`...)
+		dst = append(dst, field(b, "id")...)
+		dst = append(dst, `,"type":"function","function":{"name":`...)
+		dst = append(dst, field(b, "name")...)
+		dst = append(dst, `,"arguments":`...)
+		if in := field(b, "input"); isNull(in) {
+			dst = append(dst, `"{}"`...)
+		} else {
+			dst = appendStr(dst, in)
+		}
+		dst = append(dst, `}}`...)
+	}
+	return append(dst, `]}`...), nil
+}
+
+// appendToolsChat writes tool definitions and tool_choice.
+func appendToolsChat(dst []byte, tools, choice string) ([]byte, *Error) {
+	if isNull(tools) {
+		if !isNull(choice) && !isObj(choice) {
+			return dst, badRequest("tool_choice: must be an object")
+		}
+		return dst, nil
+	}
+	it, ok := arrIter(tools)
+	if !ok {
+		return dst, badRequest("tools: must be an array")
+	}
+	mark := len(dst)
+	dst = key(dst, "tools")
+	dst = append(dst, '[')
+	n := 0
+	for i := 0; ; i++ {
+		t, ok := it.elem()
+		if !ok {
+			break
+		}
+		path := pathi("tools", i)
+		if !isObj(t) {
+			return dst, badRequest(path + ": must be an object")
+		}
+		if typ := field(t, "type"); !isNull(typ) {
+			if !isStr(typ) {
+				return dst, badRequest(path + ".type: must be a string")
+			}
+			if ts := str(typ); ts != "custom" {
+				if isServerTool(ts) {
+					return dst, serverToolError(path, ts)
+				}
+				return dst, badRequest(path + ": tool type " + ts + " is not supported; only client tools are")
+			}
+		}
+		name := field(t, "name")
+		if !isStr(name) || emptyStr(name) {
+			return dst, badRequest(path + ".name: must be a non-empty string")
+		}
+		dst = sep(dst)
+		dst = append(dst, `{"type":"function","function":{"name":`...)
+		dst = append(dst, name...)
+		if d := field(t, "description"); isStr(d) {
+			dst = append(dst, `,"description":`...)
+			dst = append(dst, d...)
+		}
+		dst = append(dst, `,"parameters":`...)
+		switch sc := field(t, "input_schema"); {
+		case isObj(sc):
+			dst = append(dst, sc...)
+		case isNull(sc):
+			dst = append(dst, `{"type":"object","properties":{}}`...)
+		default:
+			return dst, badRequest(path + ".input_schema: must be an object")
+		}
+		dst = append(dst, `}}`...)
+		n++
+	}
+	if n == 0 {
+		return dst[:mark], nil
+	}
+	dst = append(dst, ']')
+	if isNull(choice) {
+		return dst, nil
+	}
+	if !isObj(choice) {
+		return dst, badRequest("tool_choice: must be an object")
+	}
+	dst = key(dst, "tool_choice")
+	switch t := field(choice, "type"); {
+	case strEq(t, "auto"):
+		dst = append(dst, `"auto"`...)
+	case strEq(t, "any"):
+		dst = append(dst, `"required"`...)
+	case strEq(t, "none"):
+		dst = append(dst, `"none"`...)
+	case strEq(t, "tool"):
+		name := field(choice, "name")
+		if !isStr(name) {
+			return dst, badRequest("tool_choice.name: must be a string")
+		}
+		dst = append(dst, `{"type":"function","function":{"name":`...)
+		dst = append(dst, name...)
+		dst = append(dst, `}}`...)
+	default:
+		return dst, badRequest("tool_choice.type: must be auto, any, tool or none")
+	}
+	if field(choice, "disable_parallel_tool_use") == "true" {
+		dst = append(dst, `,"parallel_tool_calls":false`...)
+	}
+	return dst, nil
+}

@@ -1,0 +1,619 @@
+package translate
+
+// Chat completions client → messages upstream.
+
+func chatToMessages(dst []byte, s string, cfg *Config) ([]byte, Request, *Error) {
+	var (
+		model, messages, stop, temperature, topP, topK, user, tools, toolChoice string
+		maxTokens                                                              int64
+		noParallel                                                             bool
+		req                                                                    Request
+		r                                                                      reasoning
+		err                                                                    *Error
+	)
+	it, _ := objIter(s)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		if handled, err := r.member(k, v, true); handled {
+			if err != nil {
+				return dst, req, err
+			}
+			continue
+		}
+		switch k {
+		case "model":
+			model = v
+		case "messages":
+			messages = v
+		case "max_tokens", "max_completion_tokens":
+			if isNull(v) {
+				continue
+			}
+			n, err := readMaxTokens(v, k)
+			if err != nil {
+				return dst, req, err
+			}
+			if maxTokens == 0 || k == "max_completion_tokens" {
+				maxTokens = n
+			}
+		case "stream":
+			err = checkBool(v, "stream")
+			req.Stream = v == "true"
+		case "stream_options":
+			if isObj(v) {
+				req.IncludeUsage = field(v, "include_usage") == "true"
+			} else if !isNull(v) {
+				err = badRequest("stream_options: must be an object")
+			}
+		case "stop":
+			err = stopList(v, "stop")
+			stop = v
+		case "temperature":
+			err = checkRange(v, "temperature", 0, 1)
+			temperature = v
+		case "top_p":
+			err = checkRange(v, "top_p", 0, 1)
+			topP = v
+		case "top_k":
+			err = checkTopK(v)
+			topK = v
+		case "user":
+			if !isNull(v) {
+				err = needString(v, "user")
+				user = v
+			}
+		case "tools":
+			tools = v
+		case "tool_choice":
+			toolChoice = v
+		case "parallel_tool_calls":
+			err = checkBool(v, "parallel_tool_calls")
+			noParallel = v == "false"
+		case "n":
+			if n, ok := toInt(v); !isNull(v) && (!ok || n != 1) {
+				err = badRequest("n: this model's upstream returns one choice per request; send n=1 or leave it out")
+			}
+		case "logprobs":
+			if v == "true" {
+				err = badRequest("logprobs: this model's upstream does not return log probabilities; leave logprobs out")
+			}
+		case "top_logprobs":
+			if n, ok := toInt(v); !isNull(v) && (!ok || n != 0) {
+				err = badRequest("top_logprobs: this model's upstream does not return log probabilities; leave top_logprobs out")
+			}
+		case "response_format":
+			if !isNull(v) && !strEq(field(v, "type"), "text") {
+				err = badRequest("response_format: this model's upstream cannot enforce a response format; describe the format in the prompt instead")
+			}
+		case "logit_bias":
+			if !isNull(v) && trimJSON(v) != "{}" {
+				err = badRequest("logit_bias: this model's upstream does not support logit_bias; leave it out")
+			}
+		case "audio":
+			if !isNull(v) {
+				err = badRequest("audio: audio output is not supported")
+			}
+		case "modalities":
+			if mi, ok := arrIter(v); ok {
+				for {
+					e, ok := mi.elem()
+					if !ok {
+						break
+					}
+					if !strEq(e, "text") {
+						err = badRequest("modalities: only text output is supported")
+					}
+				}
+			}
+		case "functions", "function_call":
+			if !isNull(v) {
+				err = badRequest(k + ": legacy functions are not supported; use tools and tool_choice")
+			}
+		case "web_search_options":
+			if !isNull(v) {
+				err = badRequest("web_search_options: server-side web search is not supported")
+			}
+		}
+		if err != nil {
+			return dst, req, err
+		}
+	}
+	if err = checkModel(model); err != nil {
+		return dst, req, err
+	}
+	if !isArr(messages) {
+		return dst, req, badRequest("messages: must be an array")
+	}
+	if err = r.resolve(); err != nil {
+		return dst, req, err
+	}
+	req.Reasoning = r.on
+	if maxTokens == 0 {
+		maxTokens = cfg.defaultMaxTokens()
+	}
+	r.fix(cfg.Dialect(), &maxTokens)
+
+	dst = append(dst, `{"model":`...)
+	dst = append(dst, model...)
+	dst = append(dst, `,"max_tokens":`...)
+	dst = appendInt(dst, maxTokens)
+	if dst, err = appendSystemMessages(dst, messages); err != nil {
+		return dst, req, err
+	}
+	dst = append(dst, `,"messages":[`...)
+	if dst, err = appendMessagesMessages(dst, messages); err != nil {
+		return dst, req, err
+	}
+	dst = append(dst, ']')
+	if req.Stream {
+		dst = append(dst, `,"stream":true`...)
+	}
+	if !isNull(stop) {
+		dst = key(dst, "stop_sequences")
+		if isStr(stop) {
+			dst = append(dst, '[')
+			dst = append(dst, stop...)
+			dst = append(dst, ']')
+		} else {
+			dst = append(dst, stop...)
+		}
+	}
+	if !isNull(temperature) {
+		dst = appendRawMember(dst, "temperature", temperature)
+	}
+	if !isNull(topP) {
+		dst = appendRawMember(dst, "top_p", topP)
+	}
+	if !isNull(topK) {
+		dst = appendRawMember(dst, "top_k", topK)
+	}
+	if user != "" {
+		dst = append(dst, `,"metadata":{"user_id":`...)
+		dst = append(dst, user...)
+		dst = append(dst, '}')
+	}
+	if dst, err = appendToolsMessages(dst, tools, toolChoice, noParallel); err != nil {
+		return dst, req, err
+	}
+	dst = r.appendReasoning(dst, cfg, false)
+	return append(dst, '}'), req, nil
+}
+
+// msgRole reads a chat message's role and content.
+func msgRole(m, path string) (role, content string, err *Error) {
+	if !isObj(m) {
+		return "", "", badRequest(path + ": must be an object")
+	}
+	var r string
+	it, _ := objIter(m)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		switch k {
+		case "role":
+			r = v
+		case "content":
+			content = v
+		}
+	}
+	if !isStr(r) {
+		return "", "", badRequest(path + ".role: must be a string")
+	}
+	return inner(r), content, nil
+}
+
+// appendSystemMessages gathers system and developer messages (wherever they
+// are) into the top-level system prompt.
+func appendSystemMessages(dst []byte, messages string) ([]byte, *Error) {
+	mark := len(dst)
+	dst = append(dst, `,"system":"`...)
+	body := len(dst)
+	first := true
+	it, _ := arrIter(messages)
+	for i := 0; ; i++ {
+		m, ok := it.elem()
+		if !ok {
+			break
+		}
+		path := pathi("messages", i)
+		role, content, err := msgRole(m, path)
+		if err != nil {
+			return dst, err
+		}
+		if role != "system" && role != "developer" {
+			continue
+		}
+		if isStr(content) {
+			dst = appendJoinedInner(dst, content, `\n\n`, &first)
+			continue
+		}
+		ci, ok := arrIter(content)
+		if !ok {
+			return dst, badRequest(path + ".content: must be a string or an array of text parts")
+		}
+		for j := 0; ; j++ {
+			p, ok := ci.elem()
+			if !ok {
+				break
+			}
+			txt := field(p, "text")
+			if !strEq(field(p, "type"), "text") || !isStr(txt) {
+				return dst, badRequest(pathi(path+".content", j) + ": system messages may only hold text parts")
+			}
+			dst = appendJoinedInner(dst, txt, `\n\n`, &first)
+		}
+	}
+	if len(dst) == body {
+		return dst[:mark], nil
+	}
+	return append(dst, '"'), nil
+}
+
+// turns merges consecutive blocks of one role into one turn, since tool
+// messages and a following user message make one user turn.
+type turns struct {
+	dst  []byte
+	role string
+}
+
+func (t *turns) block(role string) {
+	if t.role != role {
+		if t.role != "" {
+			t.dst = append(t.dst, `]}`...)
+		}
+		t.dst = sep(t.dst)
+		t.dst = append(t.dst, `{"role":"`...)
+		t.dst = append(t.dst, role...)
+		t.dst = append(t.dst, `","content":[`...)
+		t.role = role
+	}
+	t.dst = sep(t.dst)
+}
+
+func (t *turns) close() []byte {
+	if t.role != "" {
+		t.dst = append(t.dst, `]}`...)
+	}
+	return t.dst
+}
+
+func appendMessagesMessages(dst []byte, messages string) ([]byte, *Error) {
+	t := turns{dst: dst}
+	it, _ := arrIter(messages)
+	var err *Error
+	for i := 0; ; i++ {
+		m, ok := it.elem()
+		if !ok {
+			break
+		}
+		path := pathi("messages", i)
+		role, content, _ := msgRole(m, path)
+		switch role {
+		case "system", "developer":
+		case "user":
+			err = userToMessages(&t, content, path)
+		case "assistant":
+			err = assistantToMessages(&t, m, content, path)
+		case "tool":
+			err = toolToMessages(&t, m, content, path)
+		case "function":
+			err = badRequest(path + ".role: function messages are not supported; use tool messages")
+		default:
+			err = badRequest(path + ".role: must be system, developer, user, assistant or tool")
+		}
+		if err != nil {
+			return t.dst, err
+		}
+	}
+	return t.close(), nil
+}
+
+func userToMessages(t *turns, content, path string) *Error {
+	if isStr(content) {
+		if !emptyStr(content) {
+			t.block("user")
+			t.dst = append(t.dst, `{"type":"text","text":`...)
+			t.dst = append(t.dst, content...)
+			t.dst = append(t.dst, '}')
+		}
+		return nil
+	}
+	it, ok := arrIter(content)
+	if !ok {
+		return badRequest(path + ".content: must be a string or an array of content parts")
+	}
+	for j := 0; ; j++ {
+		p, ok := it.elem()
+		if !ok {
+			return nil
+		}
+		if err := partToMessages(t, "user", p, pathi(path+".content", j)); err != nil {
+			return err
+		}
+	}
+}
+
+// partToMessages writes one chat content part as a messages block.
+func partToMessages(t *turns, role, p, path string) *Error {
+	typ, err := blockType(p, path)
+	if err != nil {
+		return err
+	}
+	switch typ {
+	case "text", "refusal":
+		txt := field(p, typ)
+		if !isStr(txt) {
+			return badRequest(path + "." + typ + ": must be a string")
+		}
+		if !emptyStr(txt) {
+			t.block(role)
+			t.dst = append(t.dst, `{"type":"text","text":`...)
+			t.dst = append(t.dst, txt...)
+			t.dst = append(t.dst, '}')
+		}
+	case "image_url":
+		iu := field(p, "image_url")
+		u := iu
+		if isObj(iu) {
+			u = field(iu, "url")
+		}
+		if !isStr(u) {
+			return badRequest(path + ".image_url.url: must be a string")
+		}
+		t.block(role)
+		if mt, data, ok := dataURL(str(u)); ok {
+			t.dst = append(t.dst, `{"type":"image","source":{"type":"base64","media_type":`...)
+			t.dst = appendStr(t.dst, mt)
+			t.dst = append(t.dst, `,"data":`...)
+			t.dst = appendStr(t.dst, data)
+			t.dst = append(t.dst, `}}`...)
+		} else {
+			t.dst = append(t.dst, `{"type":"image","source":{"type":"url","url":`...)
+			t.dst = append(t.dst, u...)
+			t.dst = append(t.dst, `}}`...)
+		}
+	case "file":
+		fd := field(field(p, "file"), "file_data")
+		mt, data, ok := dataURL(str(fd))
+		if !isStr(fd) || !ok {
+			return badRequest(path + ".file: only inline file_data (a base64 data URL) is supported")
+		}
+		t.block(role)
+		t.dst = append(t.dst, `{"type":"document","source":{"type":"base64","media_type":`...)
+		t.dst = appendStr(t.dst, mt)
+		t.dst = append(t.dst, `,"data":`...)
+		t.dst = appendStr(t.dst, data)
+		t.dst = append(t.dst, `}}`...)
+	case "input_audio":
+		return badRequest(path + ": audio input is not supported by this model's upstream")
+	default:
+		return badRequest(path + ".type: content part type " + typ + " is not supported")
+	}
+	return nil
+}
+
+func assistantToMessages(t *turns, m, content, path string) *Error {
+	var reasoningLit, calls string
+	it, _ := objIter(m)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		switch k {
+		case "reasoning_content":
+			if isStr(v) {
+				reasoningLit = v
+			}
+		case "reasoning":
+			if isStr(v) && reasoningLit == "" {
+				reasoningLit = v
+			}
+		case "tool_calls":
+			calls = v
+		}
+	}
+	hasCalls := isArr(calls) && trimJSON(calls) != "[]"
+	if hasCalls && reasoningLit != "" && !emptyStr(reasoningLit) {
+		t.block("assistant")
+		t.dst = append(t.dst, `{"type":"thinking","thinking":`...)
+		t.dst = append(t.dst, reasoningLit...)
+		t.dst = append(t.dst, '}')
+	}
+	switch {
+	case isNull(content):
+	case isStr(content):
+		if !emptyStr(content) {
+			t.block("assistant")
+			t.dst = append(t.dst, `{"type":"text","text":`...)
+			t.dst = append(t.dst, content...)
+			t.dst = append(t.dst, '}')
+		}
+	default:
+		ci, ok := arrIter(content)
+		if !ok {
+			return badRequest(path + ".content: must be a string, an array of parts or null")
+		}
+		for j := 0; ; j++ {
+			p, ok := ci.elem()
+			if !ok {
+				break
+			}
+			if err := partToMessages(t, "assistant", p, pathi(path+".content", j)); err != nil {
+				return err
+			}
+		}
+	}
+	if isNull(calls) {
+		return nil
+	}
+	ci, ok := arrIter(calls)
+	if !ok {
+		return badRequest(path + ".tool_calls: must be an array")
+	}
+	for j := 0; ; j++ {
+		c, ok := ci.elem()
+		if !ok {
+			return nil
+		}
+		cp := pathi(path+".tool_calls", j)
+		fn := field(c, "function")
+		id, name := field(c, "id"), field(fn, "name")
+		if !isStr(id) || !isStr(name) {
+			return badRequest(cp + ": tool calls need id and function.name strings")
+		}
+		t.block("assistant")
+		t.dst = append(t.dst, `{"type":"tool_use","id":`...)
+		t.dst = appendCleanID(t.dst, id)
+		t.dst = append(t.dst, `,"name":`...)
+		t.dst = append(t.dst, name...)
+		t.dst = append(t.dst, `,"input":`...)
+		t.dst = appendArgsObject(t.dst, field(fn, "arguments"))
+		t.dst = append(t.dst, '}')
+	}
+}
+
+// appendArgsObject writes tool call arguments (a JSON text in a string) as an
+// object; arguments that are empty or not an object become {}.
+func appendArgsObject(dst []byte, args string) []byte {
+	if isObj(args) { // some clients send the object itself
+		return append(dst, args...)
+	}
+	if !isStr(args) {
+		return append(dst, "{}"...)
+	}
+	mark := len(dst)
+	dst = appendUnescaped(dst, inner(args))
+	a := trimJSON(b2s(dst[mark:]))
+	if isObj(a) && validJSON(a) {
+		n := copy(dst[mark:], a)
+		return dst[:mark+n]
+	}
+	return append(dst[:mark], "{}"...)
+}
+
+func toolToMessages(t *turns, m, content, path string) *Error {
+	id := field(m, "tool_call_id")
+	if !isStr(id) {
+		return badRequest(path + ".tool_call_id: must be a string")
+	}
+	t.block("user")
+	t.dst = append(t.dst, `{"type":"tool_result","tool_use_id":`...)
+	t.dst = appendCleanID(t.dst, id)
+	t.dst = append(t.dst, `,"content":`...)
+	switch {
+	case isNull(content):
+		t.dst = append(t.dst, `""`...)
+	case isStr(content):
+		t.dst = append(t.dst, content...)
+	default:
+		ci, ok := arrIter(content)
+		if !ok {
+			return badRequest(path + ".content: must be a string or an array of text parts")
+		}
+		t.dst = append(t.dst, '"')
+		first := true
+		for j := 0; ; j++ {
+			p, ok := ci.elem()
+			if !ok {
+				break
+			}
+			txt := field(p, "text")
+			if !strEq(field(p, "type"), "text") || !isStr(txt) {
+				return badRequest(pathi(path+".content", j) + ": tool messages may only hold text parts")
+			}
+			t.dst = appendJoinedInner(t.dst, txt, `\n`, &first)
+		}
+		t.dst = append(t.dst, '"')
+	}
+	t.dst = append(t.dst, '}')
+	return nil
+}
+
+func appendToolsMessages(dst []byte, tools, choice string, noParallel bool) ([]byte, *Error) {
+	n := 0
+	if !isNull(tools) {
+		it, ok := arrIter(tools)
+		if !ok {
+			return dst, badRequest("tools: must be an array")
+		}
+		mark := len(dst)
+		dst = append(dst, `,"tools":[`...)
+		for i := 0; ; i++ {
+			t, ok := it.elem()
+			if !ok {
+				break
+			}
+			path := pathi("tools", i)
+			if !isObj(t) {
+				return dst, badRequest(path + ": must be an object")
+			}
+			if typ := field(t, "type"); !isNull(typ) && !strEq(typ, "function") {
+				return dst, badRequest(path + ".type: only function tools are supported")
+			}
+			fn := field(t, "function")
+			name := field(fn, "name")
+			if !isStr(name) || emptyStr(name) {
+				return dst, badRequest(path + ".function.name: must be a non-empty string")
+			}
+			dst = sep(dst)
+			dst = append(dst, `{"name":`...)
+			dst = append(dst, name...)
+			if d := field(fn, "description"); isStr(d) {
+				dst = append(dst, `,"description":`...)
+				dst = append(dst, d...)
+			}
+			dst = append(dst, `,"input_schema":`...)
+			switch p := field(fn, "parameters"); {
+			case isObj(p):
+				dst = append(dst, p...)
+			case isNull(p):
+				dst = append(dst, `{"type":"object","properties":{}}`...)
+			default:
+				return dst, badRequest(path + ".function.parameters: must be an object")
+			}
+			dst = append(dst, '}')
+			n++
+		}
+		if n == 0 {
+			dst = dst[:mark]
+		} else {
+			dst = append(dst, ']')
+		}
+	}
+	if n == 0 {
+		return dst, nil
+	}
+	par := `}`
+	if noParallel {
+		par = `,"disable_parallel_tool_use":true}`
+	}
+	switch {
+	case isNull(choice) || strEq(choice, "auto"):
+		if noParallel {
+			dst = append(dst, `,"tool_choice":{"type":"auto"`...)
+			dst = append(dst, par...)
+		}
+	case strEq(choice, "required"):
+		dst = append(dst, `,"tool_choice":{"type":"any"`...)
+		dst = append(dst, par...)
+	case strEq(choice, "none"):
+		dst = append(dst, `,"tool_choice":{"type":"none"}`...)
+	case isObj(choice):
+		name := field(field(choice, "function"), "name")
+		if !isStr(name) {
+			return dst, badRequest("tool_choice.function.name: must be a string")
+		}
+		dst = append(dst, `,"tool_choice":{"type":"tool","name":`...)
+		dst = append(dst, name...)
+		dst = append(dst, par...)
+	default:
+		return dst, badRequest("tool_choice: must be auto, required, none or {type: function, function: {name}}")
+	}
+	return dst, nil
+}

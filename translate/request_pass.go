@@ -1,0 +1,176 @@
+package translate
+
+import "github.com/tidwall/gjson"
+
+func validJSON(s string) bool { return gjson.Valid(s) }
+
+// passRequest handles a client that speaks the upstream's own format: the
+// body is copied member by member (one pass, one copy), except the reasoning
+// fields, which are rewritten in the upstream's dialect, and
+// stream_options, which always asks a chat upstream for the final usage.
+func passRequest(client Format, dst []byte, s string, cfg *Config) ([]byte, Request, *Error) {
+	var (
+		req                   Request
+		r                     reasoning
+		model, messages, opts string
+		maxTokens             int64
+		err                   *Error
+	)
+	chat := client == Chat
+	dst = append(dst, '{')
+	it, _ := objIter(s)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		if handled, err := r.member(k, v, chat); handled {
+			if err != nil {
+				return dst, req, err
+			}
+			continue
+		}
+		switch k {
+		case "model":
+			model = v
+		case "messages":
+			messages = v
+		case "stream":
+			err = checkBool(v, "stream")
+			req.Stream = v == "true"
+		case "temperature":
+			err = checkRange(v, "temperature", 0, 1)
+		case "top_p":
+			err = checkRange(v, "top_p", 0, 1)
+		case "top_k":
+			err = checkTopK(v)
+		case "stop", "stop_sequences":
+			err = stopList(v, k)
+		case "max_tokens", "max_completion_tokens":
+			if isNull(v) {
+				continue
+			}
+			if maxTokens, err = readMaxTokens(v, k); err != nil {
+				return dst, req, err
+			}
+			if !chat {
+				continue // written after the reasoning budget is settled
+			}
+		case "stream_options":
+			if !chat {
+				break
+			}
+			if !isNull(v) && !isObj(v) {
+				return dst, req, badRequest("stream_options: must be an object")
+			}
+			opts = v
+			continue
+		case "tools":
+			if !chat {
+				err = checkMessagesTools(v)
+			}
+		case "mcp_servers", "container":
+			if !chat && !isNull(v) && trimJSON(v) != "[]" {
+				err = badRequest(k + ": server-side tools are not supported")
+			}
+		}
+		if err != nil {
+			return dst, req, err
+		}
+		dst = appendRawMember(dst, k, v)
+	}
+	if err = checkModel(model); err != nil {
+		return dst, req, err
+	}
+	if !isArr(messages) {
+		return dst, req, badRequest("messages: must be an array")
+	}
+	if err = r.resolve(); err != nil {
+		return dst, req, err
+	}
+	req.Reasoning = r.on
+	if chat {
+		req.IncludeUsage = field(opts, "include_usage") == "true"
+		if req.Stream {
+			dst = key(dst, "stream_options")
+			dst = append(dst, '{')
+			if oi, ok := objIter(opts); ok {
+				for {
+					k, v, ok := oi.next()
+					if !ok {
+						break
+					}
+					if k != "include_usage" {
+						dst = appendRawMember(dst, k, v)
+					}
+				}
+			}
+			dst = key(dst, "include_usage")
+			dst = append(dst, "true}"...)
+		}
+	} else {
+		if maxTokens == 0 {
+			return dst, req, badRequest("max_tokens: required")
+		}
+		if err = checkMessagesHistory(messages); err != nil {
+			return dst, req, err
+		}
+	}
+	r.fix(cfg.Dialect(), &maxTokens)
+	if !chat {
+		dst = key(dst, "max_tokens")
+		dst = appendInt(dst, maxTokens)
+	}
+	dst = r.appendReasoning(dst, cfg, chat)
+	return append(dst, '}'), req, nil
+}
+
+// checkMessagesTools rejects server-side tools in a messages request.
+func checkMessagesTools(v string) *Error {
+	if isNull(v) {
+		return nil
+	}
+	it, ok := arrIter(v)
+	if !ok {
+		return badRequest("tools: must be an array")
+	}
+	for i := 0; ; i++ {
+		t, ok := it.elem()
+		if !ok {
+			return nil
+		}
+		path := pathi("tools", i)
+		if !isObj(t) {
+			return badRequest(path + ": must be an object")
+		}
+		if typ := field(t, "type"); isStr(typ) {
+			if ts := str(typ); isServerTool(ts) {
+				return serverToolError(path, ts)
+			}
+		}
+	}
+}
+
+// checkMessagesHistory rejects server-side tool blocks in a messages history.
+func checkMessagesHistory(v string) *Error {
+	it, _ := arrIter(v)
+	for i := 0; ; i++ {
+		m, ok := it.elem()
+		if !ok {
+			return nil
+		}
+		ci, ok := arrIter(field(m, "content"))
+		if !ok {
+			continue
+		}
+		for j := 0; ; j++ {
+			b, ok := ci.elem()
+			if !ok {
+				break
+			}
+			if t := field(b, "type"); isStr(t) && isServerBlock(inner(t)) {
+				return unsupportedBlock(pathi(pathi("messages", i)+".content", j), inner(t))
+			}
+		}
+	}
+}

@@ -1,0 +1,230 @@
+package translate
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+type requestCase struct {
+	name, file string
+	client     Format
+	cfg        Config
+	want       Request
+}
+
+func requestCases() []requestCase {
+	return []requestCase{
+		{name: "messages_full.openai", file: "messages_full", client: Messages, cfg: Config{Upstream: Chat}, want: Request{Stream: true, Reasoning: true}},
+		{name: "messages_full.kwargs", file: "messages_full", client: Messages, cfg: Config{Upstream: Chat, Reasoning: DialectChatTemplateKwargs, OmitTopK: true}, want: Request{Stream: true, Reasoning: true}},
+		{name: "messages_full.thinking", file: "messages_full", client: Messages, cfg: Config{Upstream: Chat, Reasoning: DialectThinking}, want: Request{Stream: true, Reasoning: true}},
+		{name: "messages_full.effort_scale", file: "messages_full", client: Messages, cfg: Config{Upstream: Chat, Reasoning: DialectEffortScale}, want: Request{Stream: true, Reasoning: true}},
+		{name: "messages_tool_choice", client: Messages, cfg: Config{Upstream: Chat, Reasoning: DialectEffortScale}, want: Request{Reasoning: true}},
+		{name: "messages_nothink.kwargs", file: "messages_nothink", client: Messages, cfg: Config{Upstream: Chat, Reasoning: DialectChatTemplateKwargs}},
+		{name: "messages_nothink.openai", file: "messages_nothink", client: Messages, cfg: Config{Upstream: Chat}},
+		{name: "chat_full", client: Chat, cfg: Config{Upstream: Messages}, want: Request{Stream: true, IncludeUsage: true, Reasoning: true}},
+		{name: "chat_full.openai", file: "chat_full", client: Chat, cfg: Config{Upstream: Messages, Reasoning: DialectOpenAI}, want: Request{Stream: true, IncludeUsage: true, Reasoning: true}},
+		{name: "chat_simple", client: Chat, cfg: Config{Upstream: Messages}, want: Request{Reasoning: true}},
+		{name: "chat_pass.kwargs", file: "chat_pass", client: Chat, cfg: Config{Upstream: Chat, Reasoning: DialectChatTemplateKwargs}, want: Request{Stream: true}},
+		{name: "chat_pass.openai", file: "chat_pass", client: Chat, cfg: Config{Upstream: Chat}, want: Request{Stream: true}},
+		{name: "chat_pass_on", client: Chat, cfg: Config{Upstream: Chat}, want: Request{Reasoning: true}},
+		{name: "messages_pass", client: Messages, cfg: Config{Upstream: Messages}, want: Request{Stream: true, Reasoning: true}},
+	}
+}
+
+func TestRequestFixtures(t *testing.T) {
+	for _, c := range requestCases() {
+		if c.file == "" {
+			c.file = c.name
+		}
+		t.Run(c.name, func(t *testing.T) {
+			in := readFile(t, filepath.Join("testdata", "requests", c.file+".in.json"))
+			prefix := []byte("pooled:")
+			out, req, err := TranslateRequest(c.client, in, &c.cfg, prefix)
+			if err != nil {
+				t.Fatalf("error: %v", err)
+			}
+			if string(out[:len(prefix)]) != "pooled:" {
+				t.Fatalf("the caller's buffer was not appended to")
+			}
+			out = out[len(prefix):]
+			if req != c.want {
+				t.Errorf("request info %+v, want %+v", req, c.want)
+			}
+			compareJSON(t, filepath.Join("testdata", "requests", c.name+".want.json"), out)
+		})
+	}
+}
+
+func TestRequestErrors(t *testing.T) {
+	deep := strings.Repeat("[", 200) + strings.Repeat("]", 200)
+	cases := []struct {
+		name     string
+		client   Format
+		up       Format
+		body     string
+		status   int
+		contains string
+	}{
+		{"not json", Messages, Chat, `{"model":`, 400, "not valid JSON"},
+		{"not object", Chat, Messages, `[1,2]`, 400, "JSON object"},
+		{"deep", Chat, Chat, `{"model":"m","messages":` + deep + `}`, 400, "nested"},
+		{"messages not array", Messages, Chat, `{"model":"m","max_tokens":1,"messages":{}}`, 400, "messages: must be an array"},
+		{"model type", Chat, Messages, `{"model":3,"messages":[]}`, 400, "model"},
+		{"max_tokens type", Messages, Chat, `{"model":"m","max_tokens":"100","messages":[]}`, 400, "max_tokens"},
+		{"max_tokens missing", Messages, Chat, `{"model":"m","messages":[]}`, 400, "max_tokens: required"},
+		{"max_tokens missing pass", Messages, Messages, `{"model":"m","messages":[]}`, 400, "max_tokens: required"},
+		{"temperature high", Messages, Chat, `{"model":"m","max_tokens":1,"messages":[],"temperature":1.5}`, 400, "temperature: must be between 0 and 1"},
+		{"temperature high chat", Chat, Messages, `{"model":"m","messages":[],"temperature":2}`, 400, "temperature"},
+		{"temperature high pass", Chat, Chat, `{"model":"m","messages":[],"temperature":-0.1}`, 400, "temperature"},
+		{"temperature type", Messages, Chat, `{"model":"m","max_tokens":1,"messages":[],"temperature":"hot"}`, 400, "temperature: must be a number"},
+		{"stream type", Messages, Chat, `{"model":"m","max_tokens":1,"messages":[],"stream":"yes"}`, 400, "stream"},
+		{"web search tool", Messages, Chat, `{"model":"m","max_tokens":1,"messages":[],"tools":[{"type":"web_search_20250305","name":"web_search"}]}`, 400, "server-side tool type \"web_search_20250305\""},
+		{"bash tool pass", Messages, Messages, `{"model":"m","max_tokens":1,"messages":[],"tools":[{"type":"bash_20250124","name":"bash"}]}`, 400, "server-side"},
+		{"computer tool", Messages, Chat, `{"model":"m","max_tokens":1,"messages":[],"tools":[{"type":"computer_20250124","name":"computer"}]}`, 400, "server-side"},
+		{"code execution pass", Messages, Messages, `{"model":"m","max_tokens":1,"messages":[],"tools":[{"type":"code_execution_20250522","name":"x"}]}`, 400, "server-side"},
+		{"text editor", Messages, Chat, `{"model":"m","max_tokens":1,"messages":[],"tools":[{"type":"text_editor_20250429","name":"x"}]}`, 400, "server-side"},
+		{"web fetch", Messages, Chat, `{"model":"m","max_tokens":1,"messages":[],"tools":[{"type":"web_fetch_20250910","name":"x"}]}`, 400, "server-side"},
+		{"server block in history", Messages, Chat, `{"model":"m","max_tokens":1,"messages":[{"role":"assistant","content":[{"type":"server_tool_use","id":"s","name":"web_search","input":{}}]}]}`, 400, "server-side"},
+		{"mcp servers", Messages, Chat, `{"model":"m","max_tokens":1,"messages":[],"mcp_servers":[{"type":"url","url":"https://x"}]}`, 400, "server-side"},
+		{"n", Chat, Messages, `{"model":"m","messages":[],"n":2}`, 400, "n:"},
+		{"logprobs", Chat, Messages, `{"model":"m","messages":[],"logprobs":true}`, 400, "logprobs"},
+		{"top_logprobs", Chat, Messages, `{"model":"m","messages":[],"top_logprobs":3}`, 400, "top_logprobs"},
+		{"response_format", Chat, Messages, `{"model":"m","messages":[],"response_format":{"type":"json_schema","json_schema":{}}}`, 400, "response_format"},
+		{"logit_bias", Chat, Messages, `{"model":"m","messages":[],"logit_bias":{"50256":-100}}`, 400, "logit_bias"},
+		{"audio part", Chat, Messages, `{"model":"m","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{}}]}]}`, 400, "audio"},
+		{"function role", Chat, Messages, `{"model":"m","messages":[{"role":"function","name":"f","content":"x"}]}`, 400, "function messages"},
+		{"bad role", Messages, Chat, `{"model":"m","max_tokens":1,"messages":[{"role":"system","content":"x"}]}`, 400, "role: must be user or assistant"},
+		{"bad block", Messages, Chat, `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"video"}]}]}`, 400, "video"},
+		{"bad image", Messages, Chat, `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"file","file_id":"f"}}]}]}`, 400, "base64 or url"},
+		{"content type", Messages, Chat, `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":5}]}`, 400, "content"},
+		{"conflict", Messages, Chat, `{"model":"m","max_tokens":1,"messages":[],"thinking":{"type":"disabled"},"reasoning_effort":"high"}`, 400, "conflicting"},
+		{"bad effort", Chat, Chat, `{"model":"m","messages":[],"reasoning_effort":"extreme"}`, 400, "reasoning_effort"},
+		{"bad thinking", Messages, Messages, `{"model":"m","max_tokens":1,"messages":[],"thinking":{"type":"sometimes"}}`, 400, "thinking.type"},
+		{"bad budget", Messages, Chat, `{"model":"m","max_tokens":1,"messages":[],"thinking":{"type":"enabled","budget_tokens":-5}}`, 400, "budget_tokens"},
+		{"bad tool_choice", Messages, Chat, `{"model":"m","max_tokens":1,"messages":[],"tools":[{"name":"f","input_schema":{}}],"tool_choice":{"type":"sometimes"}}`, 400, "tool_choice"},
+		{"bad chat tool", Chat, Messages, `{"model":"m","messages":[],"tools":[{"type":"custom","custom":{"name":"x"}}]}`, 400, "function tools"},
+		{"tool without name", Messages, Chat, `{"model":"m","max_tokens":1,"messages":[],"tools":[{"input_schema":{}}]}`, 400, "name"},
+		{"tool_use without id", Messages, Chat, `{"model":"m","max_tokens":1,"messages":[{"role":"assistant","content":[{"type":"tool_use","name":"f","input":{}}]}]}`, 400, "tool_use needs id"},
+		{"tool message without id", Chat, Messages, `{"model":"m","messages":[{"role":"tool","content":"x"}]}`, 400, "tool_call_id"},
+		{"stop type", Chat, Messages, `{"model":"m","messages":[],"stop":[1]}`, 400, "stop.0"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := &Config{Upstream: c.up}
+			out, _, err := TranslateRequest(c.client, []byte(c.body), cfg, []byte("keep"))
+			if err == nil {
+				t.Fatalf("no error; translated to %s", out)
+			}
+			if string(out) != "keep" {
+				t.Errorf("the buffer was not restored: %q", out)
+			}
+			if err.Status != c.status || err.Kind != InvalidRequest || !strings.Contains(err.Message, c.contains) {
+				t.Errorf("got %d %s %q, want %d invalid_request_error containing %q", err.Status, err.Kind, err.Message, c.status, c.contains)
+			}
+			// The error renders in the client's format.
+			var body map[string]any
+			if e := json.Unmarshal(err.Body(c.client), &body); e != nil {
+				t.Fatal(e)
+			}
+			if c.client == Messages && (body["type"] != "error" || body["error"].(map[string]any)["type"] != "invalid_request_error") {
+				t.Errorf("messages error body %v", body)
+			}
+			if c.client == Chat && body["error"].(map[string]any)["message"] != err.Message {
+				t.Errorf("chat error body %v", body)
+			}
+		})
+	}
+}
+
+func TestRequestTooLarge(t *testing.T) {
+	cfg := &Config{Upstream: Chat, MaxBodyBytes: 64}
+	_, _, err := TranslateRequest(Chat, []byte(`{"model":"m","messages":[{"role":"user","content":"`+strings.Repeat("x", 100)+`"}]}`), cfg, nil)
+	if err == nil || err.Status != 413 || err.Kind != RequestTooLarge {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// A chat upstream is always asked for the final usage of a stream.
+func TestRequestIncludeUsage(t *testing.T) {
+	cfg := &Config{Upstream: Chat}
+	for _, body := range []string{
+		`{"model":"m","messages":[],"stream":true}`,
+		`{"model":"m","messages":[],"stream":true,"stream_options":{"include_usage":false}}`,
+		`{"model":"m","messages":[],"stream":true,"stream_options":null}`,
+	} {
+		out, req, err := TranslateRequest(Chat, []byte(body), cfg, nil)
+		if err != nil || !req.Stream || req.IncludeUsage {
+			t.Fatalf("%s: %v %+v", body, err, req)
+		}
+		var v struct {
+			StreamOptions struct {
+				IncludeUsage bool `json:"include_usage"`
+			} `json:"stream_options"`
+		}
+		if e := json.Unmarshal(out, &v); e != nil || !v.StreamOptions.IncludeUsage {
+			t.Errorf("%s -> %s", body, out)
+		}
+	}
+}
+
+func TestParseDialect(t *testing.T) {
+	for in, want := range map[string]Dialect{"openai": DialectOpenAI, "chat_template_kwargs": DialectChatTemplateKwargs, "thinking": DialectThinking, "effort_scale": DialectEffortScale, "": DialectAuto} {
+		d, err := ParseDialect(in)
+		if err != nil || d != want {
+			t.Errorf("ParseDialect(%q) = %v, %v", in, d, err)
+		}
+		if in != "" && d.String() != in {
+			t.Errorf("%v.String() = %q", d, d.String())
+		}
+	}
+	if _, err := ParseDialect("deepseek"); err == nil || !strings.Contains(err.Error(), "openai, chat_template_kwargs, thinking or effort_scale") {
+		t.Errorf("unknown dialect: %v", err)
+	}
+}
+
+func TestFormatFromPath(t *testing.T) {
+	for p, want := range map[string]Format{
+		"/v1/chat/completions": Chat, "/compat/v1/messages": Messages, "/v1/messages/": Messages,
+		"/v1/models": Unknown, "/api/keys": Unknown,
+	} {
+		if got := FormatFromPath(p); got != want {
+			t.Errorf("FormatFromPath(%q) = %v", p, got)
+		}
+	}
+}
+
+// The thinking budget stays at least 1024 and below max_tokens.
+func TestThinkingBudget(t *testing.T) {
+	cfg := &Config{Upstream: Messages}
+	for _, c := range []struct {
+		body          string
+		budget, maxTk int64
+	}{
+		{`{"thinking":{"type":"enabled","budget_tokens":100},"max_tokens":4000}`, 1024, 4000},
+		{`{"thinking":{"type":"enabled","budget_tokens":9000},"max_tokens":4000}`, 3999, 4000},
+		{`{"thinking":{"type":"enabled"},"max_tokens":500}`, 1024, 1025},
+		{`{"thinking":{"type":"enabled","budget_tokens":4000},"max_tokens":1000}`, 1024, 1025},
+		{`{"reasoning_effort":"low","max_tokens":32000}`, 2048, 32000},
+		{`{"reasoning_effort":"high","max_tokens":8000}`, 6000, 8000},
+	} {
+		body := `{"model":"m","messages":[],` + c.body[1:]
+		out, _, err := TranslateRequest(Messages, []byte(body), cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v struct {
+			MaxTokens int64 `json:"max_tokens"`
+			Thinking  struct {
+				Budget int64 `json:"budget_tokens"`
+			}
+		}
+		if err := json.Unmarshal(out, &v); err != nil {
+			t.Fatal(err)
+		}
+		if v.Thinking.Budget != c.budget || v.MaxTokens != c.maxTk {
+			t.Errorf("%s: budget %d max %d, want %d %d", c.body, v.Thinking.Budget, v.MaxTokens, c.budget, c.maxTk)
+		}
+	}
+}

@@ -1,0 +1,564 @@
+package translate
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// TranslateResponse rewrites a whole (non-streaming, 2xx) upstream response
+// body for the client, appending to dst. Pass-through (client == upstream)
+// only normalises: reasoning out of inline <think> tags and the `reasoning`
+// field, the stop reason of tool turns, and usage completed with zeros. An
+// upstream body that is not a response is a 502 in the client's format.
+func TranslateResponse(client, upstream Format, body []byte, req Request, cfg *Config, dst []byte) ([]byte, *Error) {
+	s := trimJSON(b2s(body))
+	if !isObj(s) || !gjson.Valid(s) {
+		return dst, NewError(http.StatusBadGateway, APIError, "the upstream answered with a body that is not a JSON object")
+	}
+	if e := field(s, "error"); !isNull(e) {
+		return dst, UpstreamError(http.StatusBadGateway, body)
+	}
+	prefilled := cfg.ThinkPrefilled && req.Reasoning
+	switch {
+	case upstream == Chat && client == Messages:
+		return chatResponseToMessages(dst, s, prefilled), nil
+	case upstream == Messages && client == Chat:
+		return messagesResponseToChat(dst, s, prefilled), nil
+	case upstream == Chat:
+		return passChatResponse(dst, s, prefilled), nil
+	default:
+		return passMessagesResponse(dst, s, prefilled), nil
+	}
+}
+
+// answer is a response's content, gathered for rewriting.
+type answer struct {
+	reasoning, text string // decoded
+	reasonLit, textLit  string // raw literals, used when nothing was decoded
+	stop                stopReason
+	stopSeq             string // raw literal
+	refusal             bool
+	tools               int
+}
+
+// splitAnswer settles reasoning and text: reasoning the upstream separated
+// wins; otherwise inline <think> tags are split out of the text.
+func (a *answer) split(prefilled bool) {
+	if a.reasonLit != "" || a.reasoning != "" {
+		return
+	}
+	if a.textLit != "" && strings.IndexByte(a.textLit, '<') < 0 && !strings.Contains(a.textLit, `\u003`) && !prefilled {
+		return
+	}
+	t := a.text
+	if a.textLit != "" {
+		t = str(a.textLit)
+	}
+	if r, rest, ok := splitThink(t, prefilled); ok {
+		a.reasoning, a.text, a.textLit = r, rest, ""
+	}
+}
+
+func (a *answer) appendReasoning(dst []byte) []byte {
+	if a.reasonLit != "" {
+		return append(dst, a.reasonLit...)
+	}
+	return appendStr(dst, a.reasoning)
+}
+
+func (a *answer) appendText(dst []byte) []byte {
+	if a.textLit != "" {
+		return append(dst, a.textLit...)
+	}
+	return appendStr(dst, a.text)
+}
+
+func (a *answer) hasReasoning() bool {
+	return (a.reasonLit != "" && !emptyStr(a.reasonLit)) || a.reasoning != ""
+}
+
+func (a *answer) hasText() bool {
+	return (a.textLit != "" && !emptyStr(a.textLit)) || a.text != ""
+}
+
+func (a *answer) reasonLen() int64 {
+	if a.reasonLit != "" {
+		return int64(len(a.reasonLit) - 2)
+	}
+	return int64(len(a.reasoning))
+}
+
+func (a *answer) textLen() int64 {
+	if a.textLit != "" {
+		return int64(len(a.textLit) - 2)
+	}
+	return int64(len(a.text))
+}
+
+func (a *answer) finalStop() stopReason {
+	r := a.stop
+	if r == stopNone {
+		r = stopEnd
+	}
+	if r == stopEnd && a.tools > 0 {
+		r = stopTool
+	}
+	if r == stopEnd && a.refusal {
+		r = stopRefusal
+	}
+	return r
+}
+
+// readChatMessage gathers a chat choice's message.
+func (a *answer) readChatMessage(m string) (calls string) {
+	it, _ := objIter(m)
+	var rc, rs string
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		switch k {
+		case "content":
+			if isStr(v) {
+				a.textLit = v
+			} else if pi, ok := arrIter(v); ok { // content parts
+				var b []byte
+				for {
+					p, ok := pi.elem()
+					if !ok {
+						break
+					}
+					if t := field(p, "text"); isStr(t) {
+						b = appendUnescaped(b, inner(t))
+					}
+				}
+				a.text = string(b)
+			}
+		case "reasoning_content":
+			rc = v
+		case "reasoning":
+			rs = v
+		case "refusal":
+			if isStr(v) && !emptyStr(v) {
+				a.refusal = true
+				if !a.hasText() {
+					a.textLit = v
+				}
+			}
+		case "tool_calls":
+			calls = v
+		}
+	}
+	if isStr(rc) && !emptyStr(rc) {
+		a.reasonLit = rc
+	} else if isStr(rs) && !emptyStr(rs) {
+		a.reasonLit = rs
+	}
+	if ci, ok := arrIter(calls); ok {
+		for {
+			if _, ok := ci.elem(); !ok {
+				break
+			}
+			a.tools++
+		}
+	}
+	return calls
+}
+
+func chatResponseToMessages(dst []byte, s string, prefilled bool) []byte {
+	var id, model, choices, usageV string
+	it, _ := objIter(s)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		switch k {
+		case "id":
+			id = v
+		case "model":
+			model = v
+		case "choices":
+			choices = v
+		case "usage":
+			usageV = v
+		}
+	}
+	var a answer
+	var calls string
+	ci, _ := arrIter(choices)
+	if c, ok := ci.elem(); ok {
+		calls = a.readChatMessage(field(c, "message"))
+		if f := field(c, "finish_reason"); isStr(f) {
+			a.stop = chatFinish(f)
+		}
+		matched := field(c, "stop_reason")
+		if !isStr(matched) {
+			matched = field(c, "matched_stop")
+		}
+		if a.stop == stopEnd && isStr(matched) && !emptyStr(matched) {
+			a.stop, a.stopSeq = stopSeq, matched
+		}
+	}
+	a.split(prefilled)
+	var u usage
+	u.readChat(usageV)
+
+	dst = append(dst, `{"id":`...)
+	dst = appendID(dst, Messages, []byte(str(id)))
+	dst = append(dst, `,"type":"message","role":"assistant","model":`...)
+	dst = appendModel(dst, model)
+	dst = append(dst, `,"content":[`...)
+	if a.hasReasoning() {
+		dst = append(dst, `{"type":"thinking","thinking":`...)
+		dst = a.appendReasoning(dst)
+		dst = append(dst, `,"signature":""}`...)
+	}
+	if a.hasText() {
+		dst = sep(dst)
+		dst = append(dst, `{"type":"text","text":`...)
+		dst = a.appendText(dst)
+		dst = append(dst, '}')
+	}
+	if ti, ok := arrIter(calls); ok {
+		for {
+			c, ok := ti.elem()
+			if !ok {
+				break
+			}
+			fn := field(c, "function")
+			dst = sep(dst)
+			dst = append(dst, `{"type":"tool_use","id":`...)
+			idLit := field(c, "id")
+			if !isStr(idLit) {
+				idLit = ""
+			}
+			dst = appendToolID(dst, []byte(idLit), Messages)
+			dst = append(dst, `,"name":`...)
+			if n := field(fn, "name"); isStr(n) {
+				dst = append(dst, n...)
+			} else {
+				dst = append(dst, `""`...)
+			}
+			dst = append(dst, `,"input":`...)
+			dst = appendArgsObject(dst, field(fn, "arguments"))
+			dst = append(dst, '}')
+		}
+	}
+	stop := a.finalStop()
+	dst = append(dst, `],"stop_reason":"`...)
+	dst = append(dst, messagesStop[stop]...)
+	dst = append(dst, `","stop_sequence":`...)
+	if stop == stopSeq && a.stopSeq != "" {
+		dst = append(dst, a.stopSeq...)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"usage":`...)
+	dst = u.appendMessages(dst)
+	return append(dst, '}')
+}
+
+func appendModel(dst []byte, model string) []byte {
+	if isStr(model) {
+		return append(dst, model...)
+	}
+	return append(dst, `""`...)
+}
+
+func messagesResponseToChat(dst []byte, s string, prefilled bool) []byte {
+	var id, model, content, stopV, usageV string
+	it, _ := objIter(s)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		switch k {
+		case "id":
+			id = v
+		case "model":
+			model = v
+		case "content":
+			content = v
+		case "stop_reason":
+			stopV = v
+		case "usage":
+			usageV = v
+		}
+	}
+	var a answer
+	var text, reasoning []byte
+	if bi, ok := arrIter(content); ok {
+		for {
+			b, ok := bi.elem()
+			if !ok {
+				break
+			}
+			switch t := field(b, "type"); {
+			case strEq(t, "text"):
+				if v := field(b, "text"); isStr(v) {
+					text = appendUnescaped(text, inner(v))
+				}
+			case strEq(t, "thinking"):
+				if v := field(b, "thinking"); isStr(v) && !emptyStr(v) {
+					if len(reasoning) > 0 {
+						reasoning = append(reasoning, "\n\n"...)
+					}
+					reasoning = appendUnescaped(reasoning, inner(v))
+				}
+			case strEq(t, "tool_use"):
+				a.tools++
+			}
+		}
+	} else if isStr(content) {
+		text = appendUnescaped(text, inner(content))
+	}
+	a.text, a.reasoning = string(text), string(reasoning)
+	if isStr(stopV) {
+		a.stop = messagesFinish(stopV)
+	}
+	a.split(prefilled)
+	var u usage
+	u.readMessages(usageV)
+
+	dst = append(dst, `{"id":`...)
+	dst = appendID(dst, Chat, []byte(str(id)))
+	dst = append(dst, `,"object":"chat.completion","created":`...)
+	dst = appendInt(dst, time.Now().Unix())
+	dst = append(dst, `,"model":`...)
+	dst = appendModel(dst, model)
+	dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
+	if a.hasText() || a.tools == 0 {
+		dst = a.appendText(dst)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	if a.hasReasoning() {
+		dst = append(dst, `,"reasoning_content":`...)
+		dst = a.appendReasoning(dst)
+	}
+	var toolBytes int64
+	if a.tools > 0 {
+		dst = append(dst, `,"tool_calls":[`...)
+		bi, _ := arrIter(content)
+		for {
+			b, ok := bi.elem()
+			if !ok {
+				break
+			}
+			if !strEq(field(b, "type"), "tool_use") {
+				continue
+			}
+			dst = sep(dst)
+			dst = append(dst, `{"id":`...)
+			idLit := field(b, "id")
+			if !isStr(idLit) {
+				idLit = ""
+			}
+			dst = appendToolID(dst, []byte(idLit), Chat)
+			dst = append(dst, `,"type":"function","function":{"name":`...)
+			if n := field(b, "name"); isStr(n) {
+				dst = append(dst, n...)
+			} else {
+				dst = append(dst, `""`...)
+			}
+			dst = append(dst, `,"arguments":`...)
+			in := field(b, "input")
+			if !isObj(in) {
+				in = "{}"
+			}
+			toolBytes += int64(len(in))
+			dst = appendStr(dst, in)
+			dst = append(dst, `}}`...)
+		}
+		dst = append(dst, ']')
+	}
+	dst = append(dst, `},"logprobs":null,"finish_reason":"`...)
+	dst = append(dst, chatStop[a.finalStop()]...)
+	dst = append(dst, `"}],"usage":`...)
+	dst = u.appendChat(dst, u.reasoningTokens(a.reasonLen(), a.textLen()+toolBytes))
+	return append(dst, '}')
+}
+
+// passChatResponse normalises a chat response for a chat client.
+func passChatResponse(dst []byte, s string, prefilled bool) []byte {
+	var reasonBytes, otherBytes int64
+	var u usage
+	hasUsage := false
+	dst = append(dst, '{')
+	it, _ := objIter(s)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		switch {
+		case k == "choices" && isArr(v):
+			dst = key(dst, "choices")
+			dst = append(dst, '[')
+			ci, _ := arrIter(v)
+			for {
+				c, ok := ci.elem()
+				if !ok {
+					break
+				}
+				dst = sep(dst)
+				var rb, ob int64
+				dst, rb, ob = passChatChoice(dst, c, prefilled)
+				reasonBytes += rb
+				otherBytes += ob
+			}
+			dst = append(dst, ']')
+		case k == "usage" && isObj(v):
+			u.readChat(v)
+			hasUsage = true
+		default:
+			dst = appendRawMember(dst, k, v)
+		}
+	}
+	if hasUsage {
+		dst = key(dst, "usage")
+		dst = u.appendChat(dst, u.reasoningTokens(reasonBytes, otherBytes))
+	}
+	return append(dst, '}')
+}
+
+func passChatChoice(dst []byte, c string, prefilled bool) ([]byte, int64, int64) {
+	if !isObj(c) {
+		return append(dst, c...), 0, 0
+	}
+	var a answer
+	msg := field(c, "message")
+	calls := ""
+	if isObj(msg) {
+		calls = a.readChatMessage(msg)
+		a.split(prefilled)
+	}
+	dst = append(dst, '{')
+	it, _ := objIter(c)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		switch {
+		case k == "message" && isObj(v):
+			dst = key(dst, "message")
+			dst = append(dst, '{')
+			mi, _ := objIter(v)
+			for {
+				mk, mv, ok := mi.next()
+				if !ok {
+					break
+				}
+				switch mk {
+				case "content":
+					if a.hasText() || isStr(mv) {
+						dst = key(dst, "content")
+						dst = a.appendText(dst)
+					} else {
+						dst = appendRawMember(dst, mk, mv)
+					}
+				case "reasoning_content", "reasoning":
+				default:
+					dst = appendRawMember(dst, mk, mv)
+				}
+			}
+			if a.hasReasoning() {
+				dst = key(dst, "reasoning_content")
+				dst = a.appendReasoning(dst)
+			}
+			dst = append(dst, '}')
+		case k == "finish_reason" && strEq(v, "stop") && a.tools > 0:
+			dst = append(dst, `,"finish_reason":"tool_calls"`...)
+		default:
+			dst = appendRawMember(dst, k, v)
+		}
+	}
+	return append(dst, '}'), a.reasonLen(), a.textLen() + int64(len(calls))
+}
+
+// passMessagesResponse normalises a messages response for a messages client.
+func passMessagesResponse(dst []byte, s string, prefilled bool) []byte {
+	dst = append(dst, '{')
+	it, _ := objIter(s)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		switch {
+		case k == "content" && isArr(v):
+			dst = key(dst, "content")
+			dst = passMessagesContent(dst, v, prefilled)
+		case k == "usage" && isObj(v):
+			var u usage
+			u.readMessages(v)
+			dst = key(dst, "usage")
+			dst = u.appendMessages(dst)
+		default:
+			dst = appendRawMember(dst, k, v)
+		}
+	}
+	return append(dst, '}')
+}
+
+// passMessagesContent splits inline <think> reasoning out of the first text
+// block into a thinking block before it, when the upstream sent none.
+func passMessagesContent(dst []byte, v string, prefilled bool) []byte {
+	bi, _ := arrIter(v)
+	first := -1
+	for i := 0; ; i++ {
+		b, ok := bi.elem()
+		if !ok {
+			break
+		}
+		t := field(b, "type")
+		if strEq(t, "thinking") || strEq(t, "redacted_thinking") {
+			return append(dst, v...)
+		}
+		if strEq(t, "text") && first < 0 {
+			first = i
+		}
+	}
+	if first < 0 {
+		return append(dst, v...)
+	}
+	dst = append(dst, '[')
+	bi, _ = arrIter(v)
+	for i := 0; ; i++ {
+		b, ok := bi.elem()
+		if !ok {
+			break
+		}
+		dst = sep(dst)
+		if i != first {
+			dst = append(dst, b...)
+			continue
+		}
+		a := answer{textLit: field(b, "text")}
+		if !isStr(a.textLit) {
+			dst = append(dst, b...)
+			continue
+		}
+		a.split(prefilled)
+		if !a.hasReasoning() {
+			dst = append(dst, b...)
+			continue
+		}
+		dst = append(dst, `{"type":"thinking","thinking":`...)
+		dst = a.appendReasoning(dst)
+		dst = append(dst, `,"signature":""}`...)
+		if a.hasText() {
+			dst = append(dst, `,{"type":"text","text":`...)
+			dst = a.appendText(dst)
+			dst = append(dst, '}')
+		}
+	}
+	return append(dst, ']')
+}

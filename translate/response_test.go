@@ -1,0 +1,113 @@
+package translate
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestResponseFixtures(t *testing.T) {
+	cases := []struct {
+		name string
+		up   Format
+		req  Request
+		cfg  Config
+	}{
+		{name: "vllm_reasoning_tool", up: Chat},
+		{name: "llamacpp_think_inline", up: Chat},
+		{name: "ollama_lone_close", up: Chat},
+		{name: "ollama_tool_stop", up: Chat},
+		{name: "sglang_length_tool", up: Chat},
+		{name: "vllm_stop_string", up: Chat},
+		{name: "anthropic_message", up: Messages},
+		{name: "messages_inline_think", up: Messages},
+		{name: "messages_stop_sequence", up: Messages},
+	}
+	for _, c := range cases {
+		in := readFile(t, filepath.Join("testdata", "responses", c.name+".json"))
+		for _, client := range []Format{Chat, Messages} {
+			t.Run(c.name+"/"+client.String(), func(t *testing.T) {
+				c.cfg.Upstream = c.up
+				out, err := TranslateResponse(client, c.up, in, c.req, &c.cfg, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				compareJSON(t, filepath.Join("testdata", "responses", c.name+"."+client.String()+".want.json"), out)
+			})
+		}
+	}
+}
+
+func TestResponseBadBodies(t *testing.T) {
+	cfg := &Config{Upstream: Chat}
+	for _, body := range []string{``, `<html>bad gateway</html>`, `{"choices":[`, `{"error":{"message":"boom","type":"server_error"}}`} {
+		for _, client := range []Format{Chat, Messages} {
+			_, err := TranslateResponse(client, Chat, []byte(body), Request{}, cfg, nil)
+			if err == nil || err.Status != 502 {
+				t.Errorf("%q: %v", body, err)
+			}
+		}
+	}
+}
+
+func TestTranslateErrorBody(t *testing.T) {
+	cases := []struct {
+		name         string
+		client, up   Format
+		status       int
+		body         string
+		wantKind     string
+		wantContains string
+	}{
+		{"openai style", Messages, Chat, 400, `{"error":{"message":"max_tokens too large","type":"invalid_request_error","param":"max_tokens","code":null}}`, "invalid_request_error", "max_tokens too large"},
+		{"vllm old style", Messages, Chat, 400, `{"object":"error","message":"This model's maximum context length is 4096 tokens.","type":"BadRequestError","param":null,"code":400}`, "invalid_request_error", "maximum context length"},
+		{"ollama", Messages, Chat, 404, `{"error":"model \"llama9\" not found, try pulling it first"}`, "not_found_error", "llama9"},
+		{"fastapi", Messages, Chat, 422, `{"detail":[{"loc":["body","messages"],"msg":"field required"}]}`, "invalid_request_error", "field required"},
+		{"plain text", Messages, Chat, 503, "upstream connect error", "overloaded_error", "upstream connect error"},
+		{"html", Chat, Messages, 502, "<html><body>Bad Gateway</body></html>", "api_error", "502 Bad Gateway"},
+		{"anthropic", Chat, Messages, 529, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, "overloaded_error", "Overloaded"},
+		{"rate limit", Chat, Messages, 429, `{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}`, "rate_limit_error", "slow down"},
+		{"same format kept", Chat, Chat, 400, `{"error":{"message":"bad","type":"invalid_request_error","param":"x","code":"c"}}`, "invalid_request_error", "bad"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := TranslateErrorBody(c.client, c.up, c.status, []byte(c.body), nil)
+			var v map[string]any
+			if err := json.Unmarshal(out, &v); err != nil {
+				t.Fatalf("%s: %v", out, err)
+			}
+			e, _ := v["error"].(map[string]any)
+			if c.client == Messages && v["type"] != "error" {
+				t.Errorf("messages body without type error: %s", out)
+			}
+			if e["type"] != c.wantKind || !strings.Contains(e["message"].(string), c.wantContains) {
+				t.Errorf("got %s", out)
+			}
+			if c.client == Chat {
+				if _, ok := e["param"]; !ok {
+					t.Errorf("chat body without param: %s", out)
+				}
+			}
+		})
+	}
+	if got := string(TranslateErrorBody(Chat, Chat, 400, []byte(cases[len(cases)-1].body), nil)); got != cases[len(cases)-1].body {
+		t.Errorf("a chat error for a chat client was rewritten: %s", got)
+	}
+}
+
+func TestErrorBodies(t *testing.T) {
+	e := NewError(429, "", "lanes full")
+	if e.Kind != RateLimit {
+		t.Errorf("kind %s", e.Kind)
+	}
+	if got := string(e.Body(Messages)); got != `{"type":"error","error":{"type":"rate_limit_error","message":"lanes full"}}` {
+		t.Errorf("messages body %s", got)
+	}
+	if got := string(e.Body(Chat)); got != `{"error":{"message":"lanes full","type":"rate_limit_error","param":null,"code":null}}` {
+		t.Errorf("chat body %s", got)
+	}
+	if NewError(0, Overloaded, "x").Status != 529 {
+		t.Errorf("overloaded status")
+	}
+}

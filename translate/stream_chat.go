@@ -1,0 +1,441 @@
+package translate
+
+// Chat completions upstream streams: translated for messages clients
+// (chatChunk) or passed to chat clients with reasoning normalised
+// (passChunk).
+
+// chatChunk translates one chat.completion.chunk for a messages client.
+func (s *Stream) chatChunk(d string) {
+	var id, model, choices, usageV, errv string
+	it, _ := objIter(d)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		switch k {
+		case "id":
+			id = v
+		case "model":
+			model = v
+		case "choices":
+			choices = v
+		case "usage":
+			usageV = v
+		case "error":
+			errv = v
+		}
+	}
+	if !isNull(errv) {
+		s.fail(streamError(d))
+		return
+	}
+	if isObj(usageV) {
+		s.u.readChat(usageV)
+	}
+	if !s.began {
+		s.began = true
+		s.setID(id)
+		s.setModel(model)
+		s.mStart()
+	}
+	ci, ok := arrIter(choices)
+	if !ok {
+		return
+	}
+	for {
+		c, ok := ci.elem()
+		if !ok {
+			return
+		}
+		var idx, delta, finish, matched string
+		mi, _ := objIter(c)
+		for {
+			k, v, ok := mi.next()
+			if !ok {
+				break
+			}
+			switch k {
+			case "index":
+				idx = v
+			case "delta", "message":
+				delta = v
+			case "finish_reason":
+				finish = v
+			case "stop_reason", "matched_stop": // vLLM, SGLang: the stop string that matched
+				if isStr(v) {
+					matched = v
+				}
+			}
+		}
+		if n, ok := toInt(idx); ok && n != 0 {
+			continue // a messages client asked for one choice
+		}
+		if isObj(delta) {
+			s.chatDelta(delta)
+		}
+		if isStr(finish) {
+			s.finished = true
+			s.stop = chatFinish(finish)
+			if s.stop == stopEnd && matched != "" && !emptyStr(matched) {
+				s.stop = stopSeq
+				s.stopSeq = append(s.stopSeq[:0], matched...)
+			}
+			// The answer is over: close its blocks now rather than at [DONE].
+			s.flushThink()
+			s.mCloseBlock()
+			s.mEndTools()
+		}
+	}
+}
+
+func (s *Stream) chatDelta(delta string) {
+	var content, rc, rs, refusal, calls, fcall string
+	it, _ := objIter(delta)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		switch k {
+		case "content":
+			content = v
+		case "reasoning_content":
+			rc = v
+		case "reasoning":
+			rs = v
+		case "refusal":
+			refusal = v
+		case "tool_calls":
+			calls = v
+		case "function_call":
+			fcall = v
+		}
+	}
+	// Servers that fill both fields fill them with the same text.
+	if isStr(rc) && !emptyStr(rc) {
+		s.onReasoning(rc)
+	} else if isStr(rs) {
+		s.onReasoning(rs)
+	}
+	s.onText(content)
+	if isStr(refusal) && !emptyStr(refusal) {
+		s.refusal = true
+		s.onText(refusal)
+	}
+	if ci, ok := arrIter(calls); ok {
+		for pos := 0; ; pos++ {
+			c, ok := ci.elem()
+			if !ok {
+				break
+			}
+			s.chatToolCall(c, pos)
+		}
+	}
+	if isObj(fcall) {
+		s.chatFunction(0, "", field(fcall, "name"), field(fcall, "arguments"))
+	}
+}
+
+func (s *Stream) chatToolCall(c string, pos int) {
+	var idx, id, fn string
+	it, _ := objIter(c)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		switch k {
+		case "index":
+			idx = v
+		case "id":
+			id = v
+		case "function":
+			fn = v
+		}
+	}
+	key := -1
+	if n, ok := toInt(idx); ok && n >= 0 && n < 1<<20 {
+		key = int(n)
+	} else if isStr(id) && !emptyStr(id) {
+		// No index (some servers): a new id is a new call.
+		key = len(s.tools)
+		for i := range s.tools {
+			if b2s(s.tools[i].id) == id {
+				key = s.tools[i].key
+			}
+		}
+	} else if len(s.tools) > 0 {
+		key = s.tools[len(s.tools)-1].key
+	} else {
+		key = pos
+	}
+	s.chatFunction(key, id, field(fn, "name"), field(fn, "arguments"))
+}
+
+func (s *Stream) chatFunction(key int, id, name, args string) {
+	if (isStr(id) && !emptyStr(id)) || (isStr(name) && !emptyStr(name)) || s.findTool(key) < 0 {
+		s.toolStart(key, id, name)
+	}
+	switch {
+	case isStr(args):
+		s.toolArgs(key, args)
+	case isObj(args): // some servers send the arguments as an object
+		s.lit = appendStr(s.lit[:0], args)
+		s.toolArgs(key, b2s(s.lit))
+	}
+}
+
+// choiceState is the per-choice state of a chat pass-through.
+type choiceState struct {
+	think thinkParser
+	tools bool
+}
+
+// maxChoices bounds the per-choice state a pass-through keeps (n).
+const maxChoices = 128
+
+func (s *Stream) choice(idx string) *choiceState {
+	n, ok := toInt(idx)
+	if !ok {
+		n = 0
+	}
+	if n < 0 || n >= maxChoices {
+		return nil
+	}
+	for int(n) >= len(s.choices) {
+		if len(s.choices) < cap(s.choices) {
+			s.choices = s.choices[:len(s.choices)+1]
+			c := &s.choices[len(s.choices)-1]
+			*c = choiceState{think: thinkParser{pend: c.think.pend[:0]}}
+		} else {
+			s.choices = append(s.choices, choiceState{})
+		}
+		s.choices[len(s.choices)-1].think.reset(s.cfg.ThinkPrefilled && s.req.Reasoning)
+	}
+	return &s.choices[n]
+}
+
+// passChunk passes one chunk to a chat client. It is forwarded byte for byte
+// unless something needs normalising: `reasoning` renamed reasoning_content,
+// inline <think> split out of content, "stop" with tool calls made
+// "tool_calls", usage completed with zeros and a reasoning estimate; the
+// usage-only chunk is dropped when the client did not ask for it.
+func (s *Stream) passChunk(d string) {
+	s.began = true
+	s.enc = append(s.enc[:0], '{')
+	changed := false
+	var choices, usageV string
+	it, _ := objIter(d)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		switch k {
+		case "error":
+			if !isNull(v) {
+				s.fail(streamError(d))
+				return
+			}
+		case "choices":
+			choices = v
+			s.enc = key(s.enc, "choices")
+			if s.passChoices(v) {
+				changed = true
+			}
+			continue
+		case "usage":
+			if isObj(v) {
+				usageV = v
+				s.u.readChat(v)
+				changed = true
+				continue // written last, once the reasoning estimate is known
+			}
+		}
+		s.enc = appendRawMember(s.enc, k, v)
+	}
+	if usageV != "" {
+		ci, _ := arrIter(choices)
+		if _, any := ci.elem(); !any && !s.req.IncludeUsage {
+			return
+		}
+		s.sawChatUsageChunk = true
+		s.enc = key(s.enc, "usage")
+		s.enc = s.u.appendChat(s.enc, s.u.reasoningTokens(s.reasonBytes, s.otherBytes))
+	}
+	s.out = append(s.out, "data: "...)
+	if changed {
+		s.out = append(s.out, s.enc...)
+		s.out = append(s.out, '}')
+	} else {
+		s.out = append(s.out, d...)
+	}
+	s.out = append(s.out, "\n\n"...)
+}
+
+// passChoices rewrites the choices array into s.enc and reports whether any
+// choice changed.
+func (s *Stream) passChoices(v string) bool {
+	ci, ok := arrIter(v)
+	if !ok {
+		s.enc = append(s.enc, v...)
+		return false
+	}
+	changed := false
+	s.enc = append(s.enc, '[')
+	for {
+		c, ok := ci.elem()
+		if !ok {
+			break
+		}
+		s.enc = sep(s.enc)
+		if s.passChoice(c) {
+			changed = true
+		}
+	}
+	s.enc = append(s.enc, ']')
+	return changed
+}
+
+func (s *Stream) passChoice(c string) bool {
+	var idx, delta, finish string
+	mi, ok := objIter(c)
+	if !ok {
+		s.enc = append(s.enc, c...)
+		return false
+	}
+	for {
+		k, v, ok := mi.next()
+		if !ok {
+			break
+		}
+		switch k {
+		case "index":
+			idx = v
+		case "delta":
+			delta = v
+		case "finish_reason":
+			finish = v
+		}
+	}
+	cs := s.choice(idx)
+	changed := false
+	s.enc = append(s.enc, '{')
+	mi, _ = objIter(c)
+	for {
+		k, v, ok := mi.next()
+		if !ok {
+			break
+		}
+		switch {
+		case k == "delta" && cs != nil && isObj(v):
+			s.enc = key(s.enc, "delta")
+			if s.passDelta(cs, v, isStr(finish)) {
+				changed = true
+			}
+		case k == "finish_reason" && cs != nil && cs.tools && strEq(v, "stop"):
+			s.enc = append(s.enc, `,"finish_reason":"tool_calls"`...)
+			changed = true
+		default:
+			s.enc = appendRawMember(s.enc, k, v)
+		}
+	}
+	if isStr(finish) {
+		s.finished = true
+	}
+	if delta == "" && isStr(finish) && cs != nil && len(cs.think.pend) > 0 {
+		// Held bytes with no delta to carry them: add one.
+		s.enc = key(s.enc, "delta")
+		s.passDelta(cs, "{}", true)
+		changed = true
+	}
+	s.enc = append(s.enc, '}')
+	return changed
+}
+
+// passDelta rewrites a delta into s.enc; last says the choice finishes here,
+// so the think parser lets go of what it holds.
+func (s *Stream) passDelta(cs *choiceState, d string, last bool) bool {
+	var content, rc, rs string
+	changed := false
+	s.enc = append(s.enc, '{')
+	it, _ := objIter(d)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		switch k {
+		case "content":
+			content = v
+			continue
+		case "reasoning_content":
+			rc = v
+			continue
+		case "reasoning":
+			rs = v
+			continue
+		case "tool_calls":
+			if !isNull(v) {
+				cs.tools = true
+				s.otherBytes += int64(len(v))
+			}
+		}
+		s.enc = appendRawMember(s.enc, k, v)
+	}
+	reasoning := ""
+	switch {
+	case isStr(rc) && !emptyStr(rc):
+		reasoning = rc
+	case isStr(rs):
+		reasoning = rs
+		changed = true
+	}
+	s.rbuf, s.tbuf = s.rbuf[:0], s.tbuf[:0]
+	if reasoning != "" && !emptyStr(reasoning) {
+		cs.think.off(&s.tbuf)
+	}
+	textLit := ""
+	if isStr(content) {
+		if (emptyStr(content) || cs.think.passes(content)) && len(s.tbuf) == 0 {
+			textLit = content
+		} else {
+			s.scratch = appendUnescaped(s.scratch[:0], inner(content))
+			cs.think.feed(s.scratch, &s.rbuf, &s.tbuf)
+			changed = true
+		}
+	}
+	if last && len(cs.think.pend) > 0 {
+		cs.think.flush(&s.rbuf, &s.tbuf)
+		changed = true
+	}
+	if reasoning != "" || len(s.rbuf) > 0 {
+		s.enc = key(s.enc, "reasoning_content")
+		s.enc = append(s.enc, '"')
+		s.enc = append(s.enc, inner(reasoning)...)
+		s.enc = appendEscaped(s.enc, b2s(s.rbuf))
+		s.enc = append(s.enc, '"')
+		s.reasonBytes += int64(len(inner(reasoning)) + len(s.rbuf))
+	} else if isNull(rc) && rc != "" {
+		s.enc = append(s.enc, `,"reasoning_content":null`...)
+	}
+	if textLit != "" {
+		s.enc = appendRawMember(s.enc, "content", textLit)
+		s.otherBytes += int64(len(textLit) - 2)
+	} else if len(s.tbuf) > 0 || isStr(content) {
+		s.enc = key(s.enc, "content")
+		s.enc = appendStr(s.enc, b2s(s.tbuf))
+		s.otherBytes += int64(len(s.tbuf))
+	} else if content != "" {
+		s.enc = appendRawMember(s.enc, "content", content)
+	}
+	s.enc = append(s.enc, '}')
+	return changed
+}
+
+// passDone ends a chat pass-through at the upstream's [DONE].
+func (s *Stream) passDone() {
+	s.out = append(s.out, "data: [DONE]\n\n"...)
+	s.done = true
+}

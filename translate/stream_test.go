@@ -1,0 +1,160 @@
+package translate
+
+import (
+	"math/rand/v2"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+type streamCase struct {
+	name, file string
+	cfg        Config
+	req        Request
+}
+
+func streamCases() []streamCase {
+	cs := []streamCase{
+		{name: "vllm_reasoning_tools", req: Request{Stream: true, IncludeUsage: true, Reasoning: true}},
+		{name: "vllm_stop_sequence", req: Request{Stream: true}},
+		{name: "sglang_length_tools", req: Request{Stream: true, IncludeUsage: true}},
+		{name: "llamacpp_reasoning", req: Request{Stream: true, IncludeUsage: true, Reasoning: true}},
+		{name: "ollama_reasoning_tools", req: Request{Stream: true, IncludeUsage: true, Reasoning: true}},
+		{name: "think_tags_split", req: Request{Stream: true, IncludeUsage: true}},
+		{name: "think_unclosed", req: Request{Stream: true, IncludeUsage: true}},
+		{name: "think_prefilled", req: Request{Stream: true, IncludeUsage: true, Reasoning: true}, cfg: Config{ThinkPrefilled: true}},
+		{name: "think_prefilled_unset", file: "think_prefilled", req: Request{Stream: true, IncludeUsage: true, Reasoning: true}},
+		{name: "parallel_interleaved", req: Request{Stream: true, IncludeUsage: true}},
+		{name: "broken", req: Request{Stream: true}},
+		{name: "error_midstream", req: Request{Stream: true}},
+		{name: "anthropic_thinking_tools", req: Request{Stream: true, IncludeUsage: true, Reasoning: true}},
+		{name: "messages_inline_think", req: Request{Stream: true, IncludeUsage: true}},
+		{name: "messages_stop_sequence", req: Request{Stream: true}},
+		{name: "messages_overloaded", req: Request{Stream: true}},
+	}
+	for i := range cs {
+		if cs[i].file == "" {
+			cs[i].file = cs[i].name
+		}
+		cs[i].cfg.Upstream = Chat
+		if strings.HasPrefix(cs[i].file, "anthropic_") || strings.HasPrefix(cs[i].file, "messages_") {
+			cs[i].cfg.Upstream = Messages
+		}
+	}
+	return cs
+}
+
+func runStream(client Format, c *streamCase, in []byte, split func(int) int) []byte {
+	s := NewStream(client, c.cfg.Upstream, c.req, &c.cfg)
+	var out []byte
+	for len(in) > 0 {
+		n := min(split(len(in)), len(in))
+		out = s.Write(out, in[:n])
+		in = in[n:]
+	}
+	return s.Close(out)
+}
+
+func whole(n int) int { return n }
+
+func checkGrammar(client, up Format, evs []sseEvent, content bool) error {
+	o := grammarOpts{content: content, pass: client == Chat && up == Chat}
+	if client == Messages {
+		return checkMessagesGrammar(evs, o)
+	}
+	return checkChatGrammar(evs, o)
+}
+
+func TestStreamFixtures(t *testing.T) {
+	for _, c := range streamCases() {
+		in := readFile(t, filepath.Join("testdata", "streams", c.file+".sse"))
+		for _, client := range []Format{Chat, Messages} {
+			t.Run(c.name+"/"+client.String(), func(t *testing.T) {
+				out := runStream(client, &c, in, whole)
+				compareSSE(t, filepath.Join("testdata", "streams", c.name+"."+client.String()+".want.sse"), out)
+				evs := parseSSE(t, out)
+				if err := checkGrammar(client, c.cfg.Upstream, evs, true); err != nil {
+					t.Fatalf("grammar: %v\n%s", err, out)
+				}
+				// Any chunking of the upstream bytes gives the same events.
+				ref := normalizedEvents(t, evs)
+				r := rand.New(rand.NewPCG(1, uint64(len(in))))
+				for _, split := range []func(int) int{
+					func(int) int { return 1 },
+					func(int) int { return 2 },
+					func(int) int { return 1 + r.IntN(40) },
+					func(int) int { return 1 + r.IntN(400) },
+				} {
+					got := runStream(client, &c, in, split)
+					if g := normalizedEvents(t, parseSSE(t, got)); !reflect.DeepEqual(g, ref) {
+						t.Fatalf("chunked input gives other events:\n%s\nwant\n%s", got, out)
+					}
+				}
+			})
+		}
+	}
+}
+
+func normalizedEvents(t testing.TB, evs []sseEvent) []any {
+	var l []any
+	for _, e := range evs {
+		if e.Data == "[DONE]" {
+			l = append(l, "[DONE]")
+			continue
+		}
+		l = append(l, e.Event, normalize(unmarshal(t, "event", []byte(e.Data))))
+	}
+	return l
+}
+
+// A chat pass-through leaves chunks that need nothing byte for byte alone.
+func TestStreamPassThroughUntouched(t *testing.T) {
+	cfg := &Config{Upstream: Chat}
+	in := readFile(t, "testdata/streams/llamacpp_reasoning.sse")
+	s := NewStream(Chat, Chat, Request{Stream: true, IncludeUsage: true}, cfg)
+	out := string(s.Close(s.Write(nil, in)))
+	for _, line := range strings.Split(string(in), "\n") {
+		if strings.Contains(line, `"reasoning_content":"Two plus two"`) || strings.Contains(line, `"content":"4"`) {
+			if !strings.Contains(out, line) {
+				t.Errorf("chunk was rewritten: %s", line)
+			}
+		}
+	}
+}
+
+// Usage the client did not ask for is not sent; the upstream was asked for it.
+func TestStreamUsageChunkOnlyWhenAsked(t *testing.T) {
+	cfg := &Config{Upstream: Chat}
+	in := readFile(t, "testdata/streams/vllm_stop_sequence.sse")
+	for _, want := range []bool{false, true} {
+		s := NewStream(Chat, Chat, Request{Stream: true, IncludeUsage: want}, cfg)
+		out := string(s.Close(s.Write(nil, in)))
+		if got := strings.Contains(out, `"usage"`); got != want {
+			t.Errorf("include_usage=%v: usage sent=%v\n%s", want, got, out)
+		}
+		if in, outTok, _, _ := s.Usage(); in != 31 || outTok != 9 {
+			t.Errorf("Usage() = %d, %d", in, outTok)
+		}
+	}
+}
+
+func TestStreamAbortAndEmpty(t *testing.T) {
+	for _, client := range []Format{Chat, Messages} {
+		for _, up := range []Format{Chat, Messages} {
+			cfg := &Config{Upstream: up}
+			s := NewStream(client, up, Request{Stream: true}, cfg)
+			out := s.Close(nil)
+			if err := checkGrammar(client, up, parseSSE(t, out), true); err != nil || !strings.Contains(string(out), "error") {
+				t.Errorf("%v<-%v empty upstream: %v\n%s", client, up, err, out)
+			}
+			s = NewStream(client, up, Request{Stream: true}, cfg)
+			out = s.Abort(nil, NewError(502, APIError, "upstream connection reset"))
+			out = s.Write(out, []byte("data: {}\n\n"))
+			out = s.Close(out)
+			if err := checkGrammar(client, up, parseSSE(t, out), true); err != nil || !strings.Contains(string(out), "connection reset") {
+				t.Errorf("%v<-%v abort: %v\n%s", client, up, err, out)
+			}
+		}
+	}
+}
