@@ -221,6 +221,11 @@ func (a *App) Stop() error {
 		<-a.workerDone
 		a.stopWorker = nil
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.service.FlushUsage(ctx); err != nil {
+		a.logger.Warn("writing management-key last-use times", zap.Error(err))
+	}
 	return nil
 }
 

@@ -1,6 +1,9 @@
 package translate
 
 import (
+	"fmt"
+	"runtime"
+	"time"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -68,6 +71,12 @@ func FuzzStream(f *testing.F) {
 	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"content\":\"<think>a</th\"}}]}\n\ndata: [DONE]\n\n"))
 	f.Add([]byte("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":7,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\"}}\n\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
+		wd := time.AfterFunc(3*time.Second, func() {
+			buf := make([]byte, 1<<20)
+			n := runtime.Stack(buf, true)
+			os.WriteFile("/tmp/fuzzhang.txt", append(append([]byte(fmt.Sprintf("%q\n", in)), buf[:n]...)), 0o644)
+		})
+		defer wd.Stop()
 		split := 1
 		if len(in) > 0 {
 			split = 1 + int(in[0])%64

@@ -177,7 +177,7 @@ func checkMessagesGrammar(evs []sseEvent, o grammarOpts) error {
 			return fmt.Errorf("event %d (%s) after the end", i, ev.Event)
 		}
 		var d map[string]any
-		if err := json.Unmarshal([]byte(ev.Data), &d); err != nil {
+		if err := decodeNum(ev.Data, &d); err != nil {
 			return fmt.Errorf("event %d: data is not JSON: %v", i, err)
 		}
 		if d["type"] != ev.Event {
@@ -195,7 +195,7 @@ func checkMessagesGrammar(evs []sseEvent, o grammarOpts) error {
 			return fmt.Errorf("event %d: %s before message_start", i, ev.Event)
 		}
 		idx := -1
-		if f, ok := d["index"].(float64); ok {
+		if f, ok := toF(d["index"]); ok {
 			idx = int(f)
 		}
 		switch ev.Event {
@@ -259,7 +259,7 @@ func checkMessagesGrammar(evs []sseEvent, o grammarOpts) error {
 			}
 			u, _ := d["usage"].(map[string]any)
 			for _, k := range []string{"input_tokens", "output_tokens", "cache_read_input_tokens"} {
-				if _, ok := u[k].(float64); !ok {
+				if _, ok := toF(u[k]); !ok {
 					return fmt.Errorf("event %d: usage lacks %s", i, k)
 				}
 			}
@@ -318,7 +318,7 @@ func checkChatGrammar(evs []sseEvent, o grammarOpts) error {
 			return fmt.Errorf("event %d after an error", i)
 		}
 		var d map[string]any
-		if err := json.Unmarshal([]byte(ev.Data), &d); err != nil {
+		if err := decodeNum(ev.Data, &d); err != nil {
 			return fmt.Errorf("event %d: data is not JSON: %v", i, err)
 		}
 		if e, ok := d["error"].(map[string]any); ok {
@@ -331,7 +331,7 @@ func checkChatGrammar(evs []sseEvent, o grammarOpts) error {
 		choices, _ := d["choices"].([]any)
 		for _, c := range choices {
 			cm, _ := c.(map[string]any)
-			idx, _ := cm["index"].(float64)
+			idx, _ := toF(cm["index"])
 			dl, _ := cm["delta"].(map[string]any)
 			if finished[idx] && len(dl) > 0 && !o.pass {
 				return fmt.Errorf("event %d: delta after finish_reason on choice %v", i, idx)
@@ -376,4 +376,30 @@ func checkChatGrammar(evs []sseEvent, o grammarOpts) error {
 		}
 	}
 	return nil
+}
+
+func decodeNum(s string, v any) error {
+	d := json.NewDecoder(strings.NewReader(s))
+	d.UseNumber()
+	if err := d.Decode(v); err != nil {
+		return err
+	}
+	if d.More() {
+		return fmt.Errorf("trailing data")
+	}
+	return nil
+}
+
+func toF(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case json.Number:
+		f, err := x.Float64()
+		if err != nil {
+			return 0, true // a number, just not a float64 one
+		}
+		return f, true
+	}
+	return 0, false
 }

@@ -68,6 +68,9 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, dst any, op
 	if err := json.Unmarshal(body, dst); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
+			if te.Field == "" {
+				return accounts.Invalid("request body must be a JSON object, not %s", te.Value)
+			}
 			return accounts.Invalid("field %q must be of type %s, not %s", te.Field, te.Type.String(), te.Value)
 		}
 		return accounts.Invalid("request body is not valid JSON: %v", err)

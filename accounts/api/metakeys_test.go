@@ -82,6 +82,7 @@ func TestCombinedKeysHTTP(t *testing.T) {
 		e.call("PATCH", "/api/meta-keys/"+id+"/member-roles", tok, `{"roles":{"x":1}}`).want(t, 400, "string")
 		e.call("PATCH", "/api/meta-keys/"+id+"/member-roles", tok, `{"roles":["lane"]}`).want(t, 400, "roles")
 		e.call("PATCH", "/api/meta-keys/"+id+"/member-roles", tok, `{}`).want(t, 400, "roles is required")
+		e.call("PATCH", "/api/meta-keys/"+id+"/member-roles", tok, `{"roles":{"`+strings.Repeat("x", 2000)+`":"lane"}}`).want(t, 413)
 		e.call("PATCH", "/api/meta-keys/"+id+"/member-roles", eveTok, `{"roles":{}}`).want(t, 404, "not found")
 
 		// PUT members returns the list row; retained keep roles, added are lanes.
@@ -94,6 +95,7 @@ func TestCombinedKeysHTTP(t *testing.T) {
 		}
 		e.call("PUT", "/api/meta-keys/"+id+"/members", tok, fmt.Sprintf(`{"pledgeIds":[%q]}`, eu.ID)).want(t, 400, "rule 1")
 		e.call("PUT", "/api/meta-keys/"+id+"/members", tok, `{}`).want(t, 400, "pledgeIds is required")
+		e.call("PUT", "/api/meta-keys/"+id+"/members", tok, `{"pledgeIds":["`+strings.Repeat("x", 2000)+`"]}`).want(t, 413)
 		e.call("PUT", "/api/meta-keys/"+id+"/members", tok, `{"pledgeIds":"a,b"}`).want(t, 400, "pledgeIds")
 		e.call("PUT", "/api/meta-keys/"+id+"/members", eveTok, fmt.Sprintf(`{"pledgeIds":[%q,%q]}`, eu.ID, am.ID)).want(t, 404)
 

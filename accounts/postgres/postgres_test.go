@@ -24,10 +24,35 @@ func open(t *testing.T, dsn string) *postgres.Store {
 	return s
 }
 
+// TestConformance runs the suite on one throwaway database, emptied before
+// each subtest: much faster than a database per subtest.
 func TestConformance(t *testing.T) {
+	dsn := pgtest.DSN(t)
 	storetest.Run(t, func(t *testing.T) accounts.Store {
-		return open(t, pgtest.DSN(t))
+		s := open(t, dsn)
+		emptyTables(t, dsn)
+		return s
 	})
+}
+
+// emptyTables empties every table, children before parents. DELETE is much
+// faster than TRUNCATE on tables this small; a table added to the schema and
+// missing here makes the DELETE of its parent fail, loudly.
+func emptyTables(t *testing.T, dsn string) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, table := range []string{
+		"charges", "combined_key_members", "combined_keys", "keys", "seats",
+		"subscriptions", "pools", "management_keys", "sessions", "users",
+	} {
+		if _, err := conn.Exec(t.Context(), "DELETE FROM "+table); err != nil {
+			t.Fatalf("empty %s: %v", table, err)
+		}
+	}
 }
 
 // TestConcurrentOpen starts two nodes against one fresh database at once:

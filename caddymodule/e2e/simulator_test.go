@@ -1,8 +1,10 @@
 package e2e_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -338,4 +340,65 @@ func TestSimulatorSDKs(t *testing.T) {
 			t.Errorf("anthropic models = %s", apage.RawJSON())
 		}
 	})
+}
+
+// TestSimulatorPacing checks that token_rate and first_token_latency reach
+// the client through Caddy: each chunk is flushed as it is generated, not
+// buffered until the end.
+func TestSimulatorPacing(t *testing.T) {
+	c := e2e.Start(t, `
+:{{.HTTP}} {
+	timeblock_simulator {
+		first_token_latency 100ms
+		token_rate 50
+		reply_tokens 20
+	}
+}
+`)
+	for _, tc := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"stream":true,"messages":[{"role":"user","content":"x"}]}`},
+		{"/compat/v1/messages", `{"stream":true,"max_tokens":100,"messages":[{"role":"user","content":"x"}]}`},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			start := time.Now()
+			req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, c.URL()+tc.path, strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+				t.Fatalf("%s %s", resp.Status, resp.Header.Get("Content-Type"))
+			}
+			// 100ms to the first token, then 19 more 20ms apart.
+			var first, last time.Duration
+			var tokens int
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() {
+				line := sc.Text()
+				if strings.Contains(line, `"content":"`) || strings.Contains(line, `"text_delta"`) {
+					if tokens == 0 {
+						first = time.Since(start)
+					}
+					tokens++
+					last = time.Since(start)
+				}
+			}
+			if err := sc.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if tokens != 20 {
+				t.Fatalf("%d tokens, want 20", tokens)
+			}
+			if first < 100*time.Millisecond || first > 300*time.Millisecond {
+				t.Errorf("first token after %v, want about 100ms", first)
+			}
+			if spread := last - first; spread < 350*time.Millisecond || spread > 2*time.Second {
+				t.Errorf("the tokens came over %v, want about 380ms", spread)
+			}
+		})
+	}
 }
