@@ -11,8 +11,8 @@ import (
 
 func TestAuthenticate(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newKeysEnv(t, st)
-		u, session := e.user("ada@example.com")
+		e := newEnv(t, st)
+		u, session := e.user("ada@example.com", "")
 
 		p, err := e.svc.Authenticate(e.ctx, session)
 		if err != nil {
@@ -38,7 +38,7 @@ func TestAuthenticate(t *testing.T) {
 			t.Errorf("key with spaces: %v", err)
 		}
 
-		pool := e.pool("alpha")
+		pool := e.pool("alpha", accounts.PoolActive, 10, false)
 		sub := e.sub(u, pool, accounts.SubActive, 1, accounts.BlockEurope)
 		key, err := e.svc.CreateKey(e.ctx, u.ID, sub.ID, "")
 		if err != nil {
@@ -67,7 +67,7 @@ func TestAuthenticate(t *testing.T) {
 		}
 		for _, c := range refused {
 			_, err := e.svc.Authenticate(e.ctx, c.token)
-			t.Run(c.name, func(t *testing.T) { keysWantStatus(t, err, http.StatusUnauthorized, c.fragments...) })
+			t.Run(c.name, func(t *testing.T) { wantStatus(t, err, http.StatusUnauthorized, c.fragments...) })
 		}
 
 		// A deleted management key stops working at once.
@@ -75,7 +75,7 @@ func TestAuthenticate(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = e.svc.Authenticate(e.ctx, mk.APIKey)
-		keysWantStatus(t, err, http.StatusUnauthorized, "management key")
+		wantStatus(t, err, http.StatusUnauthorized, "management key")
 
 		// Sessions expire after the session TTL (30 days by default).
 		e.clock.Advance(30*24*time.Hour - time.Second)
@@ -84,7 +84,7 @@ func TestAuthenticate(t *testing.T) {
 		}
 		e.clock.Advance(time.Second)
 		_, err = e.svc.Authenticate(e.ctx, session)
-		keysWantStatus(t, err, http.StatusUnauthorized, "session expired")
+		wantStatus(t, err, http.StatusUnauthorized, "session expired")
 
 		// A new session works again.
 		fresh, err := e.svc.CreateSession(e.ctx, u.ID)
@@ -102,7 +102,7 @@ func TestAuthenticate(t *testing.T) {
 
 func TestCreateUserAndSession(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newKeysEnv(t, st)
+		e := newEnv(t, st)
 		u, token, err := e.svc.CreateUser(e.ctx, "  Grace.Hopper@Example.COM ", " Grace ")
 		if err != nil {
 			t.Fatal(err)
@@ -133,24 +133,24 @@ func TestCreateUserAndSession(t *testing.T) {
 		})
 
 		_, _, err = e.svc.CreateUser(e.ctx, "GRACE.HOPPER@example.com", "")
-		keysWantStatus(t, err, http.StatusConflict, "already exists")
+		wantStatus(t, err, http.StatusConflict, "already exists")
 
 		for _, bad := range []string{"", "not-an-email", "Grace <g@example.com>", "a@b@c", "@example.com"} {
 			_, _, err := e.svc.CreateUser(e.ctx, bad, "")
-			keysWantStatus(t, err, http.StatusBadRequest)
+			wantStatus(t, err, http.StatusBadRequest)
 		}
 		_, _, err = e.svc.CreateUser(e.ctx, "x@example.com", strings.Repeat("n", 201))
-		keysWantStatus(t, err, http.StatusBadRequest, "name")
+		wantStatus(t, err, http.StatusBadRequest, "name")
 
 		_, err = e.svc.CreateSession(e.ctx, "no-such-user")
-		keysWantStatus(t, err, http.StatusNotFound, "user no-such-user not found")
+		wantStatus(t, err, http.StatusNotFound, "user no-such-user not found")
 	})
 }
 
 func TestManagementKeyUseIsBatched(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newKeysEnv(t, st)
-		u, _ := e.user("ops@example.com")
+		e := newEnv(t, st)
+		u, _ := e.user("ops@example.com", "")
 		mk, err := e.svc.CreateManagementKey(e.ctx, u.ID, "deploy")
 		if err != nil {
 			t.Fatal(err)

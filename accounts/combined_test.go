@@ -66,7 +66,7 @@ func TestValidateCombination(t *testing.T) {
 				}
 				return
 			}
-			keysWantStatus(t, err, http.StatusBadRequest, c.want)
+			wantStatus(t, err, http.StatusBadRequest, c.want)
 		})
 	}
 	if err := accounts.ValidateCombination(m("ghost", "lane"), subs); err == nil {
@@ -78,9 +78,9 @@ var combinedTokenRE = regexp.MustCompile(`^sk-compat-meta-[A-Za-z0-9_-]{43}$`)
 
 func TestCombinedKeyLifecycle(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newKeysEnv(t, st)
-		u, _ := e.user("ada@example.com")
-		alpha, beta := e.pool("alpha"), e.pool("beta")
+		e := newEnv(t, st)
+		u, _ := e.user("ada@example.com", "")
+		alpha, beta := e.pool("alpha", accounts.PoolActive, 10, false), e.pool("beta", accounts.PoolActive, 10, false)
 		euA := e.sub(u, alpha, accounts.SubActive, 2, accounts.BlockEurope)
 		allA := e.sub(u, alpha, accounts.SubActive, 1, accounts.BlockAsia, accounts.BlockEurope, accounts.BlockAmericas)
 		amB := e.sub(u, beta, accounts.SubActive, 1, accounts.BlockAmericas)
@@ -128,13 +128,13 @@ func TestCombinedKeyLifecycle(t *testing.T) {
 
 		// Rule 5: role changes validated as at creation.
 		_, err = e.svc.SetMemberRoles(e.ctx, u.ID, created.ID, map[string]string{allA.ID: "boost"})
-		keysWantStatus(t, err, http.StatusBadRequest, "rule 2", "rule 5")
+		wantStatus(t, err, http.StatusBadRequest, "rule 2", "rule 5")
 		_, err = e.svc.SetMemberRoles(e.ctx, u.ID, created.ID, map[string]string{allA.ID: "boost", euA.ID: "lane"})
-		keysWantStatus(t, err, http.StatusBadRequest, "rule 4", "rule 5")
+		wantStatus(t, err, http.StatusBadRequest, "rule 4", "rule 5")
 		_, err = e.svc.SetMemberRoles(e.ctx, u.ID, created.ID, map[string]string{amB.ID: "lane"})
-		keysWantStatus(t, err, http.StatusBadRequest, "rule 5", "not a member")
+		wantStatus(t, err, http.StatusBadRequest, "rule 5", "not a member")
 		_, err = e.svc.SetMemberRoles(e.ctx, u.ID, created.ID, map[string]string{euA.ID: "parallel"})
-		keysWantStatus(t, err, http.StatusBadRequest, "lane or boost")
+		wantStatus(t, err, http.StatusBadRequest, "lane or boost")
 		e.settle()
 		row, err = e.svc.SetMemberRoles(e.ctx, u.ID, created.ID, map[string]string{euA.ID: "lane"})
 		if err != nil {
@@ -155,10 +155,10 @@ func TestCombinedKeyLifecycle(t *testing.T) {
 			t.Errorf("relabel = %+v, %v", row, err)
 		}
 		_, err = e.svc.RelabelCombinedKey(e.ctx, u.ID, created.ID, " ")
-		keysWantStatus(t, err, http.StatusBadRequest, "label is required")
+		wantStatus(t, err, http.StatusBadRequest, "label is required")
 
 		// Rule 6: replace members. euA is retained (lane), allA removed, amB added as lane.
-		e.clock.Set(time.Date(2031, 3, 10, 17, 0, 0, 0, time.UTC)) // americas block
+		e.clock.Set(time.Date(2033, 1, 31, 17, 0, 0, 0, time.UTC)) // the start day, americas block
 		row, err = e.svc.ReplaceMembers(e.ctx, u.ID, created.ID, []string{euA.ID, amB.ID})
 		if err != nil {
 			t.Fatal(err)
@@ -176,7 +176,7 @@ func TestCombinedKeyLifecycle(t *testing.T) {
 		}
 		// ...and, keyed, it cannot come back (rule 6).
 		_, err = e.svc.ReplaceMembers(e.ctx, u.ID, created.ID, []string{euA.ID, amB.ID, allA.ID})
-		keysWantStatus(t, err, http.StatusBadRequest, "rule 6", allA.ID, "has a key")
+		wantStatus(t, err, http.StatusBadRequest, "rule 6", allA.ID, "has a key")
 
 		// Rule 7: deleting leaves the subscriptions active and keyless.
 		e.settle()
@@ -184,7 +184,7 @@ func TestCombinedKeyLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.wantPublished(u.ID)
-		keysWantStatus(t, e.svc.DeleteCombinedKey(e.ctx, u.ID, created.ID), http.StatusNotFound)
+		wantStatus(t, e.svc.DeleteCombinedKey(e.ctx, u.ID, created.ID), http.StatusNotFound)
 		if rows, _ := e.svc.ListCombinedKeys(e.ctx, u.ID); len(rows) != 0 {
 			t.Errorf("%d combined keys left", len(rows))
 		}
@@ -214,10 +214,10 @@ func TestCombinedKeyLifecycle(t *testing.T) {
 
 func TestCombinedKeyRules(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newKeysEnv(t, st)
-		u, _ := e.user("ada@example.com")
-		v, _ := e.user("eve@example.com")
-		alpha, beta := e.pool("alpha"), e.pool("beta")
+		e := newEnv(t, st)
+		u, _ := e.user("ada@example.com", "")
+		v, _ := e.user("eve@example.com", "")
+		alpha, beta := e.pool("alpha", accounts.PoolActive, 10, false), e.pool("beta", accounts.PoolActive, 10, false)
 		a1 := e.sub(u, alpha, accounts.SubActive, 1, accounts.BlockEurope)
 		a2 := e.sub(u, alpha, accounts.SubActive, 1, accounts.BlockEurope)
 		a3 := e.sub(u, alpha, accounts.SubActive, 1, accounts.BlockEurope, accounts.BlockAmericas)
@@ -256,7 +256,7 @@ func TestCombinedKeyRules(t *testing.T) {
 		}
 		for _, c := range cases {
 			_, err := e.svc.CreateCombinedKey(e.ctx, u.ID, c.ids, "", c.roles)
-			t.Run(c.name, func(t *testing.T) { keysWantStatus(t, err, c.status, c.want...) })
+			t.Run(c.name, func(t *testing.T) { wantStatus(t, err, c.status, c.want...) })
 		}
 		if rows, _ := e.svc.ListCombinedKeys(e.ctx, u.ID); len(rows) != 0 {
 			t.Fatalf("a refused creation left %d combined keys", len(rows))
@@ -276,19 +276,19 @@ func TestCombinedKeyRules(t *testing.T) {
 		}
 		// A member of one combined key cannot join another.
 		_, err = e.svc.CreateCombinedKey(e.ctx, u.ID, []string{a1.ID, a2.ID}, "", nil)
-		keysWantStatus(t, err, http.StatusBadRequest, "rule 1", a1.ID, "already belongs to combined key "+ck.ID)
+		wantStatus(t, err, http.StatusBadRequest, "rule 1", a1.ID, "already belongs to combined key "+ck.ID)
 
 		// Replace members: the same rule-1 shape checks, 404s, and rules 2-4 on the result.
 		_, err = e.svc.ReplaceMembers(e.ctx, u.ID, ck.ID, []string{a1.ID})
-		keysWantStatus(t, err, http.StatusBadRequest, "rule 1")
+		wantStatus(t, err, http.StatusBadRequest, "rule 1")
 		_, err = e.svc.ReplaceMembers(e.ctx, u.ID, ck.ID, []string{a1.ID, b1.ID, b1.ID})
-		keysWantStatus(t, err, http.StatusBadRequest, "listed twice")
+		wantStatus(t, err, http.StatusBadRequest, "listed twice")
 		_, err = e.svc.ReplaceMembers(e.ctx, u.ID, ck.ID, []string{a1.ID, theirs.ID})
-		keysWantStatus(t, err, http.StatusNotFound)
+		wantStatus(t, err, http.StatusNotFound)
 		_, err = e.svc.ReplaceMembers(e.ctx, u.ID, ck.ID, []string{a1.ID, pastDue.ID})
-		keysWantStatus(t, err, http.StatusBadRequest, "rule 6", "past_due")
+		wantStatus(t, err, http.StatusBadRequest, "rule 6", "past_due")
 		_, err = e.svc.ReplaceMembers(e.ctx, u.ID, ck.ID, []string{a1.ID, keyed.ID})
-		keysWantStatus(t, err, http.StatusBadRequest, "rule 6", "has a key")
+		wantStatus(t, err, http.StatusBadRequest, "rule 6", "has a key")
 
 		// Boost, then drop the lane that covered it: rule 2/4 on the new set.
 		ck2, err := e.svc.CreateCombinedKey(e.ctx, u.ID, []string{a2.ID, a3.ID}, "", map[string]string{a2.ID: "boost"})
@@ -296,10 +296,10 @@ func TestCombinedKeyRules(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = e.svc.ReplaceMembers(e.ctx, u.ID, ck2.ID, []string{a2.ID, canceled.ID})
-		keysWantStatus(t, err, http.StatusBadRequest, "rule 6", "canceled")
+		wantStatus(t, err, http.StatusBadRequest, "rule 6", "canceled")
 		e.setStatus(pending.ID, accounts.SubActive) // now an active, keyless asia subscription
 		_, err = e.svc.ReplaceMembers(e.ctx, u.ID, ck2.ID, []string{a2.ID, pending.ID})
-		keysWantStatus(t, err, http.StatusBadRequest, "rule 4", a2.ID, "8-15")
+		wantStatus(t, err, http.StatusBadRequest, "rule 4", a2.ID, "8-15")
 		row, err := e.svc.ReplaceMembers(e.ctx, u.ID, ck2.ID, []string{a3.ID, a2.ID, pending.ID})
 		if err != nil {
 			t.Fatal(err)
@@ -310,12 +310,12 @@ func TestCombinedKeyRules(t *testing.T) {
 
 		// Other users' combined keys are 404 on every operation.
 		_, err = e.svc.SetMemberRoles(e.ctx, v.ID, ck.ID, map[string]string{})
-		keysWantStatus(t, err, http.StatusNotFound, "combined key "+ck.ID+" not found")
+		wantStatus(t, err, http.StatusNotFound, "combined key "+ck.ID+" not found")
 		_, err = e.svc.ReplaceMembers(e.ctx, v.ID, ck.ID, []string{theirs.ID, theirs.ID + "x"})
-		keysWantStatus(t, err, http.StatusNotFound)
+		wantStatus(t, err, http.StatusNotFound)
 		_, err = e.svc.RelabelCombinedKey(e.ctx, v.ID, ck.ID, "mine")
-		keysWantStatus(t, err, http.StatusNotFound)
-		keysWantStatus(t, e.svc.DeleteCombinedKey(e.ctx, v.ID, ck.ID), http.StatusNotFound)
+		wantStatus(t, err, http.StatusNotFound)
+		wantStatus(t, e.svc.DeleteCombinedKey(e.ctx, v.ID, ck.ID), http.StatusNotFound)
 		if rows, _ := e.svc.ListCombinedKeys(e.ctx, v.ID); len(rows) != 0 {
 			t.Errorf("other user lists %d combined keys", len(rows))
 		}
@@ -324,9 +324,9 @@ func TestCombinedKeyRules(t *testing.T) {
 
 func TestCombinedKeyMemberState(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newKeysEnv(t, st)
-		u, _ := e.user("ada@example.com")
-		alpha := e.pool("alpha")
+		e := newEnv(t, st)
+		u, _ := e.user("ada@example.com", "")
+		alpha := e.pool("alpha", accounts.PoolActive, 10, false)
 		a := e.sub(u, alpha, accounts.SubActive, 3, accounts.BlockEurope)
 		b := e.sub(u, alpha, accounts.SubActive, 1, accounts.BlockAsia)
 		ck, err := e.svc.CreateCombinedKey(e.ctx, u.ID, []string{a.ID, b.ID}, "x", nil)

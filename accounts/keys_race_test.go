@@ -13,9 +13,9 @@ import (
 // keys, nor a key and a combined key, nor two combined keys.
 func TestKeyCreationRaces(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newKeysEnv(t, st)
-		u, _ := e.user("ada@example.com")
-		alpha := e.pool("alpha")
+		e := newEnv(t, st)
+		u, _ := e.user("ada@example.com", "")
+		alpha := e.pool("alpha", accounts.PoolActive, 10, false)
 		const n = 8
 
 		race := func(fns ...func() error) (ok int, errs []error) {

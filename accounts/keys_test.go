@@ -15,9 +15,9 @@ var poolKeyRE = regexp.MustCompile(`^sk_pool_[A-Za-z0-9_-]{43}$`)
 
 func TestCreateAndListKeys(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newKeysEnv(t, st)
-		u, _ := e.user("ada@example.com")
-		alpha := e.pool("alpha")
+		e := newEnv(t, st)
+		u, _ := e.user("ada@example.com", "")
+		alpha := e.pool("alpha", accounts.PoolActive, 10, false)
 		older := e.sub(u, alpha, accounts.SubActive, 1, accounts.BlockEurope)
 		newer := e.sub(u, alpha, accounts.SubActive, 2, accounts.BlockAsia, accounts.BlockAmericas)
 		e.sub(u, alpha, accounts.SubCanceled, 1, accounts.BlockAsia) // most recent, but not active
@@ -64,9 +64,9 @@ func TestCreateAndListKeys(t *testing.T) {
 
 		// One key per subscription.
 		_, err = e.svc.CreateKey(e.ctx, u.ID, older.ID, "")
-		keysWantStatus(t, err, http.StatusConflict, "already has a key", row2.ID)
+		wantStatus(t, err, http.StatusConflict, "already has a key", row2.ID)
 		_, err = e.svc.CreateKey(e.ctx, u.ID, "", "")
-		keysWantStatus(t, err, http.StatusConflict, "already has a key")
+		wantStatus(t, err, http.StatusConflict, "already has a key")
 
 		rows, err := e.svc.ListKeys(e.ctx, u.ID)
 		if err != nil {
@@ -89,28 +89,28 @@ func TestCreateAndListKeys(t *testing.T) {
 		}
 
 		// Another user sees nothing of them.
-		v, _ := e.user("eve@example.com")
+		v, _ := e.user("eve@example.com", "")
 		if rows, _ := e.svc.ListKeys(e.ctx, v.ID); len(rows) != 0 {
 			t.Errorf("other user lists %d keys", len(rows))
 		}
 		_, err = e.svc.CreateKey(e.ctx, v.ID, older.ID, "")
-		keysWantStatus(t, err, http.StatusNotFound, "subscription "+older.ID+" not found")
+		wantStatus(t, err, http.StatusNotFound, "subscription "+older.ID+" not found")
 		_, err = e.svc.CreateKey(e.ctx, v.ID, "", "")
-		keysWantStatus(t, err, http.StatusNotFound, "no active subscription")
+		wantStatus(t, err, http.StatusNotFound, "no active subscription")
 		_, err = e.svc.CreateKey(e.ctx, u.ID, "no-such-sub", "")
-		keysWantStatus(t, err, http.StatusNotFound)
+		wantStatus(t, err, http.StatusNotFound)
 		_, err = e.svc.CreateKey(e.ctx, u.ID, "", strings.Repeat("x", 201))
-		keysWantStatus(t, err, http.StatusBadRequest, "name")
+		wantStatus(t, err, http.StatusBadRequest, "name")
 		_, err = e.svc.CreateKey(e.ctx, u.ID, "", "bad\nname")
-		keysWantStatus(t, err, http.StatusBadRequest, "control characters")
+		wantStatus(t, err, http.StatusBadRequest, "control characters")
 	})
 }
 
 func TestCreateKeyRefusesUnkeyableSubscriptions(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newKeysEnv(t, st)
-		u, _ := e.user("ada@example.com")
-		alpha := e.pool("alpha")
+		e := newEnv(t, st)
+		u, _ := e.user("ada@example.com", "")
+		alpha := e.pool("alpha", accounts.PoolActive, 10, false)
 		for _, c := range []struct{ status, why string }{
 			{accounts.SubPendingKey, "pending_key"},
 			{accounts.SubPastDue, "past_due"},
@@ -118,11 +118,11 @@ func TestCreateKeyRefusesUnkeyableSubscriptions(t *testing.T) {
 		} {
 			sub := e.sub(u, alpha, c.status, 1, accounts.BlockAsia)
 			_, err := e.svc.CreateKey(e.ctx, u.ID, sub.ID, "")
-			keysWantStatus(t, err, http.StatusConflict, sub.ID, c.why)
+			wantStatus(t, err, http.StatusConflict, sub.ID, c.why)
 		}
 		// None of them is active: no default either.
 		_, err := e.svc.CreateKey(e.ctx, u.ID, "", "")
-		keysWantStatus(t, err, http.StatusNotFound, "no active subscription")
+		wantStatus(t, err, http.StatusNotFound, "no active subscription")
 
 		// A combined-key member cannot get a standalone key.
 		a := e.sub(u, alpha, accounts.SubActive, 1, accounts.BlockEurope)
@@ -132,17 +132,17 @@ func TestCreateKeyRefusesUnkeyableSubscriptions(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = e.svc.CreateKey(e.ctx, u.ID, a.ID, "")
-		keysWantStatus(t, err, http.StatusConflict, "belongs to combined key "+ck.ID)
+		wantStatus(t, err, http.StatusConflict, "belongs to combined key "+ck.ID)
 		_, err = e.svc.CreateKey(e.ctx, u.ID, "", "") // b is the most recent active
-		keysWantStatus(t, err, http.StatusConflict, "belongs to combined key")
+		wantStatus(t, err, http.StatusConflict, "belongs to combined key")
 	})
 }
 
 func TestKeysAreSealedAtRest(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newKeysEnv(t, st)
-		u, _ := e.user("ada@example.com")
-		sub := e.sub(u, e.pool("alpha"), accounts.SubActive, 1, accounts.BlockEurope)
+		e := newEnv(t, st)
+		u, _ := e.user("ada@example.com", "")
+		sub := e.sub(u, e.pool("alpha", accounts.PoolActive, 10, false), accounts.SubActive, 1, accounts.BlockEurope)
 		row, err := e.svc.CreateKey(e.ctx, u.ID, sub.ID, "")
 		if err != nil {
 			t.Fatal(err)
@@ -179,9 +179,9 @@ func TestKeysAreSealedAtRest(t *testing.T) {
 
 func TestUpdateKey(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newKeysEnv(t, st)
-		u, _ := e.user("ada@example.com")
-		sub := e.sub(u, e.pool("alpha"), accounts.SubActive, 1, accounts.BlockEurope)
+		e := newEnv(t, st)
+		u, _ := e.user("ada@example.com", "")
+		sub := e.sub(u, e.pool("alpha", accounts.PoolActive, 10, false), accounts.SubActive, 1, accounts.BlockEurope)
 		created, err := e.svc.CreateKey(e.ctx, u.ID, sub.ID, "old")
 		if err != nil {
 			t.Fatal(err)
@@ -230,45 +230,45 @@ func TestUpdateKey(t *testing.T) {
 		}
 		e.setStatus(sub.ID, accounts.SubPastDue)
 		_, err = e.svc.UpdateKey(e.ctx, u.ID, created.ID, nil, flag(true))
-		keysWantStatus(t, err, http.StatusConflict, "cannot be reactivated", "past_due")
+		wantStatus(t, err, http.StatusConflict, "cannot be reactivated", "past_due")
 		e.setStatus(sub.ID, accounts.SubCanceled)
 		_, err = e.svc.UpdateKey(e.ctx, u.ID, created.ID, nil, flag(true))
-		keysWantStatus(t, err, http.StatusConflict, "canceled")
+		wantStatus(t, err, http.StatusConflict, "canceled")
 		// Renaming it is still fine.
 		if _, err := e.svc.UpdateKey(e.ctx, u.ID, created.ID, name("archived"), nil); err != nil {
 			t.Error(err)
 		}
 
 		_, err = e.svc.UpdateKey(e.ctx, u.ID, created.ID, nil, nil)
-		keysWantStatus(t, err, http.StatusBadRequest, "nothing to update")
+		wantStatus(t, err, http.StatusBadRequest, "nothing to update")
 		_, err = e.svc.UpdateKey(e.ctx, u.ID, created.ID, name(strings.Repeat("é", 201)), nil)
-		keysWantStatus(t, err, http.StatusBadRequest, "longer than 200")
-		v, _ := e.user("eve@example.com")
+		wantStatus(t, err, http.StatusBadRequest, "longer than 200")
+		v, _ := e.user("eve@example.com", "")
 		_, err = e.svc.UpdateKey(e.ctx, v.ID, created.ID, name("mine"), nil)
-		keysWantStatus(t, err, http.StatusNotFound, "key "+created.ID+" not found")
+		wantStatus(t, err, http.StatusNotFound, "key "+created.ID+" not found")
 		_, err = e.svc.UpdateKey(e.ctx, u.ID, "nope", name("x"), nil)
-		keysWantStatus(t, err, http.StatusNotFound)
+		wantStatus(t, err, http.StatusNotFound)
 	})
 }
 
 func TestDeleteKey(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newKeysEnv(t, st)
-		u, _ := e.user("ada@example.com")
-		v, _ := e.user("eve@example.com")
-		sub := e.sub(u, e.pool("alpha"), accounts.SubActive, 1, accounts.BlockEurope)
+		e := newEnv(t, st)
+		u, _ := e.user("ada@example.com", "")
+		v, _ := e.user("eve@example.com", "")
+		sub := e.sub(u, e.pool("alpha", accounts.PoolActive, 10, false), accounts.SubActive, 1, accounts.BlockEurope)
 		row, err := e.svc.CreateKey(e.ctx, u.ID, sub.ID, "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		e.settle()
 
-		keysWantStatus(t, e.svc.DeleteKey(e.ctx, v.ID, row.ID), http.StatusNotFound)
+		wantStatus(t, e.svc.DeleteKey(e.ctx, v.ID, row.ID), http.StatusNotFound)
 		if err := e.svc.DeleteKey(e.ctx, u.ID, row.ID); err != nil {
 			t.Fatal(err)
 		}
 		e.wantPublished(u.ID)
-		keysWantStatus(t, e.svc.DeleteKey(e.ctx, u.ID, row.ID), http.StatusNotFound)
+		wantStatus(t, e.svc.DeleteKey(e.ctx, u.ID, row.ID), http.StatusNotFound)
 		if rows, _ := e.svc.ListKeys(e.ctx, u.ID); len(rows) != 0 {
 			t.Errorf("%d keys left", len(rows))
 		}

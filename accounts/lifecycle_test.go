@@ -16,13 +16,13 @@ import (
 // store: every period end is charged exactly once.
 func TestLifecycleExactlyOnceAcrossNodes(t *testing.T) {
 	forEachStoreNodes(t, 4, func(t *testing.T, nodes []accounts.Store) {
-		e := newSubsEnv(t, nodes[0])
+		e := newEnv(t, nodes[0])
 		e.pool("multi", accounts.PoolActive, 20, false)
 		const good, bad, canceling = 6, 3, 2
 		var subs []*accounts.SubscribeResult
 		var badUsers []*accounts.User
 		for i := 0; i < good+bad+canceling; i++ {
-			u := e.user(subsID()+"@example.test", accounts.TestCardVisa)
+			u, _ := e.user(envID()+"@example.test", accounts.TestCardVisa)
 			subs = append(subs, e.subscribe(u, "multi", 1, "europe"))
 			switch {
 			case i >= good+bad:
@@ -124,13 +124,13 @@ func (p *flakyProcessor) Charge(ctx context.Context, req accounts.ChargeRequest)
 // same idempotency key, so the processor is never asked to charge twice.
 func TestLifecycleReclaimsAbandonedRenewals(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newSubsEnv(t, st)
+		e := newEnv(t, st)
 		e.pool("re", accounts.PoolActive, 5, false)
-		u := e.user("lou@example.test", accounts.TestCardVisa)
+		u, _ := e.user("lou@example.test", accounts.TestCardVisa)
 		res := e.subscribe(u, "re", 1, "asia")
 
 		flaky := &flakyProcessor{TestProcessor: e.proc}
-		svc, err := accounts.NewService(accounts.Config{Store: st, Secret: "subscription side test secret", Processor: flaky, Now: e.clock.Now})
+		svc, err := accounts.NewService(accounts.Config{Store: st, Secret: envSecret, Processor: flaky, Now: e.clock.Now})
 		e.must(err)
 		flaky.down.Store(true)
 		e.clock.Set(res.CurrentPeriodEnd)
@@ -173,7 +173,7 @@ func TestLifecycleReclaimsAbandonedRenewals(t *testing.T) {
 		e.must(err)
 		e.must(st.Update(e.ctx, func(tx accounts.Tx) error {
 			return tx.CreateCharge(&accounts.Charge{
-				ID: subsID(), UserID: u.ID, SubscriptionID: res.ID, PeriodStart: periodStart,
+				ID: envID(), UserID: u.ID, SubscriptionID: res.ID, PeriodStart: periodStart,
 				Amount: "80", Status: accounts.ChargePending, CreatedAt: periodStart,
 			})
 		}))
@@ -194,9 +194,9 @@ func TestLifecycleReclaimsAbandonedRenewals(t *testing.T) {
 // RunWorker runs passes until its context ends.
 func TestRunWorker(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newSubsEnv(t, st)
+		e := newEnv(t, st)
 		e.pool("w", accounts.PoolActive, 5, false)
-		u := e.user("max@example.test", accounts.TestCardVisa)
+		u, _ := e.user("max@example.test", accounts.TestCardVisa)
 		res := e.subscribe(u, "w", 1, "asia")
 		e.clock.Set(res.CurrentPeriodEnd)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -226,9 +226,9 @@ func TestRunWorker(t *testing.T) {
 // other members, and the cancellation is announced to the gates.
 func TestLifecycleCombinedKeyMembers(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newSubsEnv(t, st)
+		e := newEnv(t, st)
 		e.pool("co", accounts.PoolActive, 4, false)
-		u := e.user("yan@example.test", accounts.TestCardVisa)
+		u, _ := e.user("yan@example.test", accounts.TestCardVisa)
 		eu := e.subscribe(u, "co", 1, "europe")
 		e.clock.Advance(time.Second)
 		eu2 := e.subscribe(u, "co", 2, "europe")

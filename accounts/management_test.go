@@ -12,16 +12,16 @@ import (
 
 func TestManagementKeys(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newKeysEnv(t, st)
-		u, _ := e.user("ada@example.com")
-		v, _ := e.user("eve@example.com")
+		e := newEnv(t, st)
+		u, _ := e.user("ada@example.com", "")
+		v, _ := e.user("eve@example.com", "")
 
 		for _, bad := range []string{"", "   "} {
 			_, err := e.svc.CreateManagementKey(e.ctx, u.ID, bad)
-			keysWantStatus(t, err, http.StatusBadRequest, "name is required")
+			wantStatus(t, err, http.StatusBadRequest, "name is required")
 		}
 		_, err := e.svc.CreateManagementKey(e.ctx, u.ID, strings.Repeat("n", 201))
-		keysWantStatus(t, err, http.StatusBadRequest, "longer than 200")
+		wantStatus(t, err, http.StatusBadRequest, "longer than 200")
 
 		created, err := e.svc.CreateManagementKey(e.ctx, u.ID, " deploy bot ")
 		if err != nil {
@@ -74,17 +74,17 @@ func TestManagementKeys(t *testing.T) {
 			t.Errorf("other user lists %d management keys", len(rows))
 		}
 
-		keysWantStatus(t, e.svc.DeleteManagementKey(e.ctx, v.ID, created.ID), http.StatusNotFound, "management key "+created.ID+" not found")
+		wantStatus(t, e.svc.DeleteManagementKey(e.ctx, v.ID, created.ID), http.StatusNotFound, "management key "+created.ID+" not found")
 		if err := e.svc.DeleteManagementKey(e.ctx, u.ID, created.ID); err != nil {
 			t.Fatal(err)
 		}
-		keysWantStatus(t, e.svc.DeleteManagementKey(e.ctx, u.ID, created.ID), http.StatusNotFound)
+		wantStatus(t, e.svc.DeleteManagementKey(e.ctx, u.ID, created.ID), http.StatusNotFound)
 		rows, _ = e.svc.ListManagementKeys(e.ctx, u.ID)
 		if len(rows) != 1 || rows[0].ID != second.ID {
 			t.Errorf("after delete: %+v", rows)
 		}
 		_, err = e.svc.Authenticate(e.ctx, created.APIKey)
-		keysWantStatus(t, err, http.StatusUnauthorized)
+		wantStatus(t, err, http.StatusUnauthorized)
 		if _, err := e.svc.Authenticate(e.ctx, second.APIKey); err != nil {
 			t.Errorf("the other key stopped working: %v", err)
 		}

@@ -17,9 +17,9 @@ import (
 // key restored, next period paid).
 func TestSubscriptionLifecycle(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newSubsEnv(t, st)
+		e := newEnv(t, st)
 		p := e.pool("alpha", accounts.PoolActive, 2, false)
-		u := e.user("ada@example.test", "")
+		u, _ := e.user("ada@example.test", "")
 
 		_, err := e.svc.Subscribe(e.ctx, u.ID, "alpha", accounts.SubscribeRequest{Blocks: []string{"europe"}})
 		if ae := wantStatus(t, err, 400); ae.Message != "No payment method found - add a card first" {
@@ -36,7 +36,7 @@ func TestSubscriptionLifecycle(t *testing.T) {
 		if res.Status != accounts.SubActive || res.PoolID != p.ID || res.PoolSlug != "alpha" || res.MonthlyPrice != "96" ||
 			res.AmountCharged != "96" || res.BillingCycle != "month" || res.CancelAtPeriodEnd || res.Key != nil ||
 			res.Quantity != 1 || !slices.Equal(res.Blocks, []accounts.Block{"europe"}) || !res.CurrentPeriodEnd.Equal(periodEnd) ||
-			!res.CreatedAt.Equal(subsStart) {
+			!res.CreatedAt.Equal(envStart) {
 			t.Fatalf("subscription %+v", res.SubscriptionView)
 		}
 		if len(res.Hours) != 8 {
@@ -48,11 +48,11 @@ func TestSubscriptionLifecycle(t *testing.T) {
 			}
 		}
 		sub := e.getSub(res.ID)
-		if sub.AckVia != "api" || sub.TermsVersion != "" || !sub.CurrentPeriodStart.Equal(subsStart) {
+		if sub.AckVia != "api" || sub.TermsVersion != "" || !sub.CurrentPeriodStart.Equal(envStart) {
 			t.Errorf("stored %+v", sub)
 		}
 		cs := e.charges(res.ID)
-		if len(cs) != 1 || cs[0].Status != accounts.ChargeSucceeded || cs[0].Amount != "96" || !cs[0].PeriodStart.Equal(subsStart) || cs[0].ProcessorRef == "" || cs[0].UserID != u.ID {
+		if len(cs) != 1 || cs[0].Status != accounts.ChargeSucceeded || cs[0].Amount != "96" || !cs[0].PeriodStart.Equal(envStart) || cs[0].ProcessorRef == "" || cs[0].UserID != u.ID {
 			t.Fatalf("charges %+v", cs)
 		}
 		if l := e.chargesFor(res.ID); len(l) != 1 || l[0].Amount != "96" || l[0].Ref != cs[0].ProcessorRef {
@@ -174,10 +174,10 @@ func TestSubscriptionLifecycle(t *testing.T) {
 
 func TestCancelAtPeriodEnd(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newSubsEnv(t, st)
+		e := newEnv(t, st)
 		p := e.pool("solo", accounts.PoolActive, 1, false)
-		u := e.user("bea@example.test", accounts.TestCardVisa)
-		other := e.user("cy@example.test", accounts.TestCardVisa)
+		u, _ := e.user("bea@example.test", accounts.TestCardVisa)
+		other, _ := e.user("cy@example.test", accounts.TestCardVisa)
 
 		_, err := e.svc.CancelPledge(e.ctx, u.ID, "solo")
 		wantStatus(t, err, 404, "no subscription")
@@ -271,9 +271,9 @@ func TestCancelAtPeriodEnd(t *testing.T) {
 
 func TestPastDueGraceExpiry(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newSubsEnv(t, st)
+		e := newEnv(t, st)
 		p := e.pool("gr", accounts.PoolActive, 3, false)
-		u := e.user("dee@example.test", accounts.TestCardVisa)
+		u, _ := e.user("dee@example.test", accounts.TestCardVisa)
 		res := e.subscribe(u, "gr", 2, "asia", "americas")
 		row, err := e.svc.CreateKey(e.ctx, u.ID, res.ID, "")
 		e.must(err)
@@ -319,7 +319,7 @@ func TestPastDueGraceExpiry(t *testing.T) {
 
 func TestSubscribeValidation(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newSubsEnv(t, st)
+		e := newEnv(t, st)
 		e.pool("alpha", accounts.PoolActive, 2, false)
 		e.pool("fund", accounts.PoolFunding, 2, false)
 		e.pool("paused", accounts.PoolPaused, 2, false)
@@ -327,7 +327,7 @@ func TestSubscribeValidation(t *testing.T) {
 		euOnly := e.pool("eu", accounts.PoolActive, 2, false)
 		euOnly.BlockPrices = map[accounts.Block]string{accounts.BlockEurope: "50"}
 		e.must(st.Update(e.ctx, func(tx accounts.Tx) error { return tx.UpsertPool(euOnly) }))
-		u := e.user("eve@example.test", accounts.TestCardVisa)
+		u, _ := e.user("eve@example.test", accounts.TestCardVisa)
 
 		q := func(n int) *int { return &n }
 		cases := []struct {
@@ -346,8 +346,8 @@ func TestSubscribeValidation(t *testing.T) {
 			{"quantity 21", "alpha", accounts.SubscribeRequest{Blocks: []string{"asia"}, Quantity: q(21)}, 400, []string{"between 1 and 20"}},
 			{"negative quantity", "alpha", accounts.SubscribeRequest{Blocks: []string{"asia"}, Quantity: q(-1)}, 400, []string{"between 1 and 20"}},
 			{"billing cycle", "alpha", accounts.SubscribeRequest{Blocks: []string{"asia"}, BillingCycle: "week"}, 400, []string{`"month" or "year"`, `"week"`}},
-			{"stale terms", "alpha", accounts.SubscribeRequest{Blocks: []string{"asia"}, Acknowledgment: &accounts.Acknowledgment{Version: "2020-01"}}, 409, []string{"2020-01", subsTerms, "/api/pools/disclosure"}},
-			{"empty terms version", "alpha", accounts.SubscribeRequest{Blocks: []string{"asia"}, Acknowledgment: &accounts.Acknowledgment{}}, 409, []string{subsTerms}},
+			{"stale terms", "alpha", accounts.SubscribeRequest{Blocks: []string{"asia"}, Acknowledgment: &accounts.Acknowledgment{Version: "2020-01"}}, 409, []string{"2020-01", envTerms, "/api/pools/disclosure"}},
+			{"empty terms version", "alpha", accounts.SubscribeRequest{Blocks: []string{"asia"}, Acknowledgment: &accounts.Acknowledgment{}}, 409, []string{envTerms}},
 			{"funding pool", "fund", accounts.SubscribeRequest{Blocks: []string{"asia"}}, 409, []string{"funding", "no charge"}},
 			{"paused pool", "paused", accounts.SubscribeRequest{Blocks: []string{"asia"}}, 409, []string{"paused", "active"}},
 			{"draft pool", "hidden", accounts.SubscribeRequest{Blocks: []string{"asia"}}, 404, []string{"hidden"}},
@@ -360,7 +360,7 @@ func TestSubscribeValidation(t *testing.T) {
 				_, err := e.svc.Subscribe(e.ctx, u.ID, c.pool, c.req)
 				ae := wantStatus(t, err, c.status, c.frags...)
 				if strings.HasPrefix(c.name, "stale") || strings.HasPrefix(c.name, "empty terms") {
-					if d, ok := ae.Data.(accounts.TermsVersionData); !ok || d.Version != subsTerms {
+					if d, ok := ae.Data.(accounts.TermsVersionData); !ok || d.Version != envTerms {
 						t.Errorf("data %#v, want the current version", ae.Data)
 					}
 				}
@@ -373,11 +373,11 @@ func TestSubscribeValidation(t *testing.T) {
 		// The current terms, a yearly cycle, two blocks, two seats.
 		res, err := e.svc.Subscribe(e.ctx, u.ID, "alpha", accounts.SubscribeRequest{
 			Blocks: []string{"americas", "europe"}, Quantity: q(2), BillingCycle: "year",
-			Acknowledgment: &accounts.Acknowledgment{Version: subsTerms},
+			Acknowledgment: &accounts.Acknowledgment{Version: envTerms},
 		})
 		e.must(err)
 		if res.MonthlyPrice != "432" || res.AmountCharged != "4406.4" || res.BillingCycle != "year" ||
-			!res.CurrentPeriodEnd.Equal(subsStart.AddDate(1, 0, 0)) || !slices.Equal(res.Blocks, []accounts.Block{"europe", "americas"}) || len(res.Hours) != 32 {
+			!res.CurrentPeriodEnd.Equal(envStart.AddDate(1, 0, 0)) || !slices.Equal(res.Blocks, []accounts.Block{"europe", "americas"}) || len(res.Hours) != 32 {
 			t.Fatalf("yearly %+v", res.SubscriptionView)
 		}
 		for _, h := range res.Hours {
@@ -389,14 +389,14 @@ func TestSubscribeValidation(t *testing.T) {
 				t.Errorf("seat %+v", h)
 			}
 		}
-		if s := e.getSub(res.ID); s.AckVia != "terms" || s.TermsVersion != subsTerms {
+		if s := e.getSub(res.ID); s.AckVia != "terms" || s.TermsVersion != envTerms {
 			t.Errorf("acknowledgment recorded as %q %q", s.AckVia, s.TermsVersion)
 		}
 		if l := e.chargesFor(res.ID); len(l) != 1 || l[0].Amount != "4406.4" {
 			t.Errorf("ledger %+v", l)
 		}
 		// Europe is now sold out (2 seats), asia is not.
-		other := e.user("fay@example.test", accounts.TestCardVisa)
+		other, _ := e.user("fay@example.test", accounts.TestCardVisa)
 		_, err = e.svc.Subscribe(e.ctx, other.ID, "alpha", accounts.SubscribeRequest{Blocks: []string{"asia", "europe"}})
 		wantStatus(t, err, 409, "sold out", "08:00")
 		if s := e.subscribe(other, "alpha", 1, "asia"); s.Hours[0].SlotIndex != 0 {
@@ -407,9 +407,9 @@ func TestSubscribeValidation(t *testing.T) {
 
 func TestSubscribeDeclinedCreatesNothing(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newSubsEnv(t, st)
+		e := newEnv(t, st)
 		p := e.pool("alpha", accounts.PoolActive, 2, false)
-		u := e.user("gil@example.test", accounts.TestCardDeclined)
+		u, _ := e.user("gil@example.test", accounts.TestCardDeclined)
 		_, err := e.svc.Subscribe(e.ctx, u.ID, "alpha", accounts.SubscribeRequest{Blocks: []string{"europe"}})
 		wantStatus(t, err, 402, "declined", "nothing was created", "setup-intent")
 		if subs := e.userSubs(u.ID); len(subs) != 0 {
@@ -431,9 +431,9 @@ func TestSubscribeDeclinedCreatesNothing(t *testing.T) {
 
 func TestManualProvisioningAndOperator(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newSubsEnv(t, st)
+		e := newEnv(t, st)
 		e.pool("hand", accounts.PoolActive, 2, true)
-		u := e.user("hal@example.test", accounts.TestCardVisa)
+		u, _ := e.user("hal@example.test", accounts.TestCardVisa)
 		res := e.subscribe(u, "hand", 1, "europe")
 		if res.Status != accounts.SubPendingKey || res.Key != nil {
 			t.Fatalf("manual pool subscription %+v", res.SubscriptionView)
@@ -509,11 +509,11 @@ func TestManualProvisioningAndOperator(t *testing.T) {
 
 func TestMySubscriptionsAndKeys(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newSubsEnv(t, st)
+		e := newEnv(t, st)
 		p := e.pool("alpha", accounts.PoolActive, 3, false)
 		e.pool("beta", accounts.PoolActive, 3, false)
-		u := e.user("ida@example.test", accounts.TestCardVisa)
-		other := e.user("jo@example.test", accounts.TestCardVisa)
+		u, _ := e.user("ida@example.test", accounts.TestCardVisa)
+		other, _ := e.user("jo@example.test", accounts.TestCardVisa)
 		a1 := e.subscribe(u, "alpha", 1, "asia")
 		e.clock.Advance(time.Second)
 		a2 := e.subscribe(u, "alpha", 2, "europe")
@@ -557,7 +557,7 @@ func TestMySubscriptionsAndKeys(t *testing.T) {
 
 func TestPoolsView(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newSubsEnv(t, st)
+		e := newEnv(t, st)
 		p := e.pool("zeta", accounts.PoolActive, 2, true)
 		e.pool("alpha", accounts.PoolActive, 1, false)
 		e.pool("fund", accounts.PoolFunding, 1, false)
@@ -573,7 +573,7 @@ func TestPoolsView(t *testing.T) {
 			z.Blocks[1] != (accounts.BlockView{Block: "europe", StartHour: 8, EndHour: 15, MonthlyPrice: "96", PricePerDay: "12"}) {
 			t.Errorf("pool %+v", z)
 		}
-		u := e.user("kai@example.test", accounts.TestCardVisa)
+		u, _ := e.user("kai@example.test", accounts.TestCardVisa)
 		e.subscribe(u, "zeta", 1, "americas")
 		for _, id := range []string{p.ID, "zeta"} {
 			d, err := e.svc.GetPool(e.ctx, id)
@@ -602,7 +602,7 @@ func TestPoolsView(t *testing.T) {
 		_, err = e.svc.GetPool(e.ctx, "hidden")
 		wantStatus(t, err, 404)
 		terms := e.svc.Terms()
-		if terms.Version != subsTerms || len(terms.Bullets) == 0 || terms.CheckboxLabel == "" || !strings.HasPrefix(terms.TermsURL, "/") {
+		if terms.Version != envTerms || len(terms.Bullets) == 0 || terms.CheckboxLabel == "" || !strings.HasPrefix(terms.TermsURL, "/") {
 			t.Errorf("terms %+v", terms)
 		}
 	})
@@ -611,12 +611,12 @@ func TestPoolsView(t *testing.T) {
 // Many users race for few seats: never oversold, every loser refunded.
 func TestConcurrentSubscribeNeverOversells(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newSubsEnv(t, st)
+		e := newEnv(t, st)
 		const seats, racers = 3, 12
 		p := e.pool("race", accounts.PoolActive, seats, false)
 		users := make([]*accounts.User, racers)
 		for i := range users {
-			users[i] = e.user(subsID()+"@example.test", accounts.TestCardVisa)
+			users[i], _ = e.user(envID()+"@example.test", accounts.TestCardVisa)
 		}
 		type outcome struct {
 			res *accounts.SubscribeResult

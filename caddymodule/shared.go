@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
 
 	"github.com/timeblock/timeblock/accounts"
 	"github.com/timeblock/timeblock/accounts/embedded"
@@ -32,7 +34,7 @@ func (s *shared) Destruct() error { return errors.Join(s.gate.close(), s.store.C
 func loadShared(ctx caddy.Context, cfg *StoreConfig, logger *zap.Logger) (*shared, error) {
 	key := storeKey(cfg)
 	val, _, err := sharedPool.LoadOrNew(key, func() (caddy.Destructor, error) {
-		st, err := openStore(ctx, cfg)
+		st, err := openStore(ctx, cfg, logger)
 		if err != nil {
 			return nil, err
 		}
@@ -49,7 +51,7 @@ func loadShared(ctx caddy.Context, cfg *StoreConfig, logger *zap.Logger) (*share
 	return val.(*shared), nil
 }
 
-func openStore(ctx context.Context, cfg *StoreConfig) (accounts.Store, error) {
+func openStore(ctx context.Context, cfg *StoreConfig, logger *zap.Logger) (accounts.Store, error) {
 	switch cfg.Backend {
 	case "embedded":
 		st, err := embedded.Open(cfg.Path)
@@ -60,7 +62,7 @@ func openStore(ctx context.Context, cfg *StoreConfig) (accounts.Store, error) {
 	case "postgres":
 		openCtx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
-		st, err := postgres.Open(openCtx, cfg.DSN)
+		st, err := postgres.Open(openCtx, cfg.DSN, postgres.WithLogger(slog.New(zapslog.NewHandler(logger.Core()))))
 		if err != nil {
 			return nil, fmt.Errorf("timeblock: opening postgres store: %w", err)
 		}

@@ -18,10 +18,10 @@ var keyRowFields = []string{"id", "name", "keyPlan", "keyType", "apiKey", "isAct
 
 func TestKeysHTTP(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newKeysHTTP(t, st, 1<<10)
-		uid, tok := e.newUser("ada@example.com")
-		_, eveTok := e.newUser("eve@example.com")
-		alpha := e.pool("alpha")
+		e := newHTTPEnv(t, st, 1<<10)
+		uid, tok := e.user("ada@example.com", "")
+		_, eveTok := e.user("eve@example.com", "")
+		alpha := e.pool("alpha", accounts.PoolActive, 10, false)
 		sub := e.sub(uid, alpha, accounts.SubActive, 1, accounts.BlockEurope)
 		latest := e.sub(uid, alpha, accounts.SubActive, 1, accounts.BlockAsia)
 
@@ -49,16 +49,16 @@ func TestKeysHTTP(t *testing.T) {
 			t.Fatalf("%d rows", len(rows))
 		}
 		row := rows[1]
-		keysHaveFields(t, row, keyRowFields...)
+		exactFields(t, row, keyRowFields...)
 		if row["id"] != named["id"] || row["name"] != "laptop" || row["keyPlan"] != "pool" || row["keyType"] != "subscription" ||
 			row["apiKey"] != named["apiKey"] || row["isActive"] != true || row["subscriptionId"] != sub.ID ||
 			row["subscriptionStatus"] != "active" || row["lastUsedAt"] != nil {
 			t.Errorf("row = %v", row)
 		}
-		if got := keysTime(t, row["subscriptionExpiresAt"]); !got.Equal(sub.CurrentPeriodEnd) {
+		if got := asTime(t, row["subscriptionExpiresAt"]); !got.Equal(sub.CurrentPeriodEnd) {
 			t.Errorf("subscriptionExpiresAt = %v, want %v", got, sub.CurrentPeriodEnd)
 		}
-		if got := keysTime(t, row["createdAt"]); got.IsZero() {
+		if got := asTime(t, row["createdAt"]); got.IsZero() {
 			t.Errorf("createdAt = %v", got)
 		}
 
@@ -120,9 +120,9 @@ func TestKeysHTTP(t *testing.T) {
 // with each kind of credential that must be refused.
 func TestKeyEndpointsRefuseBadCredentials(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newKeysHTTP(t, st, 1<<10)
-		uid, tok := e.newUser("ada@example.com")
-		alpha := e.pool("alpha")
+		e := newHTTPEnv(t, st, 1<<10)
+		uid, tok := e.user("ada@example.com", "")
+		alpha := e.pool("alpha", accounts.PoolActive, 10, false)
 		e.sub(uid, alpha, accounts.SubActive, 1, accounts.BlockEurope)
 		key := e.call("POST", "/api/keys/subscription", tok, "").want(t, 201).object(t, keyRowFields...)["apiKey"].(string)
 		a := e.sub(uid, alpha, accounts.SubActive, 1, accounts.BlockAsia)
@@ -131,9 +131,9 @@ func TestKeyEndpointsRefuseBadCredentials(t *testing.T) {
 			object(t, "id", "token", "label", "createdAt")["token"].(string)
 		mk := e.call("POST", "/api/keys/management", tok, `{"name":"gone"}`).want(t, 201).object(t, "id", "name", "keyPrefix", "apiKey")
 		e.call("DELETE", "/api/keys/management/"+mk["id"].(string), tok, "").want(t, 200)
-		expiring := e.operator("POST", "/timeblock/users/"+uid+"/sessions", "").want(t, 201).object(t, "sessionToken")["sessionToken"].(string)
+		expiring := e.session(uid)
 		e.advance(31 * 24 * time.Hour) // every session issued so far has expired
-		fresh := e.operator("POST", "/timeblock/users/"+uid+"/sessions", "").want(t, 201).object(t, "sessionToken")["sessionToken"].(string)
+		fresh := e.session(uid)
 
 		endpoints := []struct{ method, path, body string }{
 			{"GET", "/api/keys", ""},

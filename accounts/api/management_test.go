@@ -13,9 +13,9 @@ var managementRowFields = []string{"id", "name", "keyPrefix", "isActive", "lastU
 
 func TestManagementKeysHTTP(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newKeysHTTP(t, st, 1<<10)
-		_, tok := e.newUser("ada@example.com")
-		_, eveTok := e.newUser("eve@example.com")
+		e := newHTTPEnv(t, st, 1<<10)
+		_, tok := e.user("ada@example.com", "")
+		_, eveTok := e.user("eve@example.com", "")
 
 		if rows := e.call("GET", "/api/keys/management", tok, "").want(t, 200).array(t); len(rows) != 0 {
 			t.Errorf("fresh user lists %d management keys", len(rows))
@@ -36,11 +36,11 @@ func TestManagementKeysHTTP(t *testing.T) {
 		if len(rows) != 1 {
 			t.Fatalf("%d rows", len(rows))
 		}
-		keysHaveFields(t, rows[0], managementRowFields...)
+		exactFields(t, rows[0], managementRowFields...)
 		if r := rows[0]; r["id"] != created["id"] || r["name"] != "ci" || r["keyPrefix"] != prefix || r["isActive"] != true || r["lastUsedAt"] != nil {
 			t.Errorf("row = %v", r)
 		}
-		if got := keysTime(t, rows[0]["createdAt"]); !got.Equal(keysHTTPStart) {
+		if got := asTime(t, rows[0]["createdAt"]); !got.Equal(envStart) {
 			t.Errorf("createdAt = %v", got)
 		}
 		// Uses are recorded in batches: after a flush, lastUsedAt is set.
@@ -48,7 +48,7 @@ func TestManagementKeysHTTP(t *testing.T) {
 			t.Fatal(err)
 		}
 		rows = e.call("GET", "/api/keys/management", tok, "").array(t)
-		if rows[0]["lastUsedAt"] == nil || !keysTime(t, rows[0]["lastUsedAt"]).Equal(keysHTTPStart) {
+		if rows[0]["lastUsedAt"] == nil || !asTime(t, rows[0]["lastUsedAt"]).Equal(envStart) {
 			t.Errorf("lastUsedAt after flush = %v", rows[0]["lastUsedAt"])
 		}
 

@@ -18,10 +18,10 @@ var (
 
 func TestCombinedKeysHTTP(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newKeysHTTP(t, st, 1<<10)
-		uid, tok := e.newUser("ada@example.com")
-		_, eveTok := e.newUser("eve@example.com")
-		alpha, beta := e.pool("alpha"), e.pool("beta")
+		e := newHTTPEnv(t, st, 1<<10)
+		uid, tok := e.user("ada@example.com", "")
+		_, eveTok := e.user("eve@example.com", "")
+		alpha, beta := e.pool("alpha", accounts.PoolActive, 10, false), e.pool("beta", accounts.PoolActive, 10, false)
 		eu := e.sub(uid, alpha, accounts.SubActive, 2, accounts.BlockEurope)
 		all := e.sub(uid, alpha, accounts.SubActive, 1, accounts.BlockAsia, accounts.BlockEurope, accounts.BlockAmericas)
 		am := e.sub(uid, beta, accounts.SubActive, 1, accounts.BlockAmericas)
@@ -35,7 +35,7 @@ func TestCombinedKeysHTTP(t *testing.T) {
 			want(t, 201).object(t, "id", "token", "label", "createdAt")
 		token := created["token"].(string)
 		if created["label"] != "team" || !regexp.MustCompile(`^sk-compat-meta-[A-Za-z0-9_-]{43}$`).MatchString(token) ||
-			!keysTime(t, created["createdAt"]).Equal(e.clockNow()) {
+			!asTime(t, created["createdAt"]).Equal(e.clock()) {
 			t.Errorf("created = %v", created)
 		}
 		raw := dumpStore(t, st)
@@ -48,7 +48,7 @@ func TestCombinedKeysHTTP(t *testing.T) {
 			t.Fatalf("%d rows", len(rows))
 		}
 		row := rows[0]
-		keysHaveFields(t, row, combinedRowFields...)
+		exactFields(t, row, combinedRowFields...)
 		if row["id"] != created["id"] || row["token"] != token || row["label"] != "team" || row["isActive"] != true ||
 			row["rolesSelectable"] != true || row["createdAt"] != created["createdAt"] {
 			t.Errorf("row = %v", row)
@@ -62,7 +62,7 @@ func TestCombinedKeysHTTP(t *testing.T) {
 			"pledgeId": all.ID, "role": "lane", "poolSlug": "alpha", "pledgeLabel": "Model alpha asia+europe+americas",
 			"pledgeStatus": "active", "keyActive": true, "hours": "0-23", "windowOpenNow": true, "maxParallel": 1.0,
 		})
-		if !keysTime(t, members[0]["currentPeriodEnd"]).Equal(eu.CurrentPeriodEnd) {
+		if !asTime(t, members[0]["currentPeriodEnd"]).Equal(eu.CurrentPeriodEnd) {
 			t.Errorf("currentPeriodEnd = %v", members[0]["currentPeriodEnd"])
 		}
 
@@ -123,10 +123,10 @@ func TestCombinedKeysHTTP(t *testing.T) {
 
 func TestCombinedKeyRulesHTTP(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newKeysHTTP(t, st, 1<<10)
-		uid, tok := e.newUser("ada@example.com")
-		eveID, _ := e.newUser("eve@example.com")
-		alpha, beta := e.pool("alpha"), e.pool("beta")
+		e := newHTTPEnv(t, st, 1<<10)
+		uid, tok := e.user("ada@example.com", "")
+		eveID, _ := e.user("eve@example.com", "")
+		alpha, beta := e.pool("alpha", accounts.PoolActive, 10, false), e.pool("beta", accounts.PoolActive, 10, false)
 		a1 := e.sub(uid, alpha, accounts.SubActive, 1, accounts.BlockEurope)
 		a2 := e.sub(uid, alpha, accounts.SubActive, 1, accounts.BlockEurope, accounts.BlockAmericas)
 		b1 := e.sub(uid, beta, accounts.SubActive, 1, accounts.BlockEurope)
@@ -186,7 +186,7 @@ func keysMembers(t *testing.T, row map[string]any) []map[string]any {
 	out := make([]map[string]any, len(list))
 	for i, m := range list {
 		out[i] = m.(map[string]any)
-		keysHaveFields(t, out[i], memberFields...)
+		exactFields(t, out[i], memberFields...)
 	}
 	return out
 }

@@ -19,12 +19,7 @@ type Operator struct {
 
 // NewOperator builds the operator endpoints handler.
 func NewOperator(svc *accounts.Service, opts Options) *Operator {
-	if opts.MaxBody <= 0 {
-		opts.MaxBody = 32 << 20
-	}
-	if opts.Logger == nil {
-		opts.Logger = zap.NewNop()
-	}
+	opts = opts.withDefaults()
 	o := &Operator{svc: svc, opts: opts, mux: http.NewServeMux(), logger: opts.Logger}
 	o.handle("POST /timeblock/users", o.createUser)
 	o.handle("POST /timeblock/users/{id}/sessions", o.createSession)

@@ -9,7 +9,7 @@ import (
 
 func TestOperatorUsers(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newKeysHTTP(t, st, 1<<10)
+		e := newHTTPEnv(t, st, 1<<10)
 
 		m := e.operator("POST", "/timeblock/users", `{"email":" Ada@Example.com ","name":"Ada"}`).
 			want(t, 201).object(t, "id", "email", "sessionToken")

@@ -22,16 +22,14 @@ var (
 	subscribeFields = append(append([]string{}, subscriptionFields...), "amountCharged")
 	seatFields      = []string{"hour", "slotIndex", "pricePerDay"}
 	subKeyFields    = []string{"id", "apiKey", "isActive"}
-	keyRowFieldsAll = []string{"id", "name", "keyPlan", "keyType", "apiKey", "isActive", "subscriptionId",
-		"subscriptionStatus", "subscriptionExpiresAt", "createdAt", "lastUsedAt"}
 )
 
 func TestDisclosureIsPublic(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newSubsHTTP(t, st, 1<<10)
+		e := newHTTPEnv(t, st, 1<<10)
 		for _, token := range []string{"", "garbage", "sk_pool_whatever"} {
-			m := e.call("GET", "/api/pools/disclosure", token, "").want(t, 200).obj(t, "version", "bullets", "checkboxLabel", "termsUrl")
-			if m["version"] != subsHTTPTerms || m["checkboxLabel"] == "" || !strings.HasPrefix(m["termsUrl"].(string), "/") {
+			m := e.call("GET", "/api/pools/disclosure", token, "").want(t, 200).object(t, "version", "bullets", "checkboxLabel", "termsUrl")
+			if m["version"] != envTerms || m["checkboxLabel"] == "" || !strings.HasPrefix(m["termsUrl"].(string), "/") {
 				t.Errorf("terms %v", m)
 			}
 			bullets, ok := m["bullets"].([]any)
@@ -49,7 +47,7 @@ func TestDisclosureIsPublic(t *testing.T) {
 
 func TestPoolsHTTP(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newSubsHTTP(t, st, 1<<10)
+		e := newHTTPEnv(t, st, 1<<10)
 		alpha := e.pool("alpha", accounts.PoolActive, 2, false)
 		e.pool("beta", accounts.PoolActive, 1, true)
 		e.pool("fund", accounts.PoolFunding, 1, false)
@@ -67,12 +65,12 @@ func TestPoolsHTTP(t *testing.T) {
 		mustJSON(t, mk.Data, &mkey)
 
 		for _, token := range []string{tok, mkey.APIKey} {
-			pools := e.call("GET", "/api/pools", token, "").want(t, 200).arr(t)
+			pools := e.call("GET", "/api/pools", token, "").want(t, 200).array(t)
 			if len(pools) != 2 || pools[0]["slug"] != "alpha" || pools[1]["slug"] != "beta" {
 				t.Fatalf("pools %v", pools)
 			}
 		}
-		pools := e.call("GET", "/api/pools", tok, "").want(t, 200).arr(t)
+		pools := e.call("GET", "/api/pools", tok, "").want(t, 200).array(t)
 		a := pools[0]
 		exactFields(t, a, poolFields...)
 		if a["id"] != alpha.ID || a["modelId"] != "model-alpha" || a["modelName"] != "Model alpha" || a["description"] != "the alpha pool" ||
@@ -96,7 +94,7 @@ func TestPoolsHTTP(t *testing.T) {
 		_, tok2 := e.user("quin@example.test", accounts.TestCardVisa)
 		e.call("POST", "/api/pools/alpha/subscribe", tok2, `{"blocks":["americas"]}`).want(t, 201)
 		for _, id := range []string{"alpha", alpha.ID} {
-			d := e.call("GET", "/api/pools/"+id, tok, "").want(t, 200).obj(t, poolDetailFields...)
+			d := e.call("GET", "/api/pools/"+id, tok, "").want(t, 200).object(t, poolDetailFields...)
 			slots := d["hourSlots"].([]any)
 			if len(slots) != 48 {
 				t.Fatalf("%d hour slots", len(slots))
@@ -142,7 +140,7 @@ func mustJSON(t *testing.T, raw []byte, v any) {
 
 func TestSubscribeHTTP(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newSubsHTTP(t, st, 1<<10)
+		e := newHTTPEnv(t, st, 1<<10)
 		alpha := e.pool("alpha", accounts.PoolActive, 2, false)
 		e.pool("fund", accounts.PoolFunding, 2, false)
 		uid, tok := e.user("ray@example.test", "")
@@ -174,23 +172,23 @@ func TestSubscribeHTTP(t *testing.T) {
 		e.call("POST", "/api/pools/nope/subscribe", tok, `{"blocks":["asia"]}`).want(t, 404)
 		e.call("POST", "/api/pools/fund/subscribe", tok, `{"blocks":["asia"]}`).want(t, 409, "funding")
 		stale := e.call("POST", path, tok, `{"blocks":["asia"],"acknowledgment":{"version":"2001"}}`).want(t, 409, "2001")
-		if m := stale.obj(t, "version"); m["version"] != subsHTTPTerms {
+		if m := stale.object(t, "version"); m["version"] != envTerms {
 			t.Errorf("stale terms data %v", m)
 		}
 		e.call("POST", path, tok, `{"blocks":["asia"],"quantity":3}`).want(t, 409, "sold out")
 
 		// Success: every field.
-		m := e.call("POST", path, tok, fmt.Sprintf(`{"blocks":["americas","europe"],"quantity":2,"billingCycle":"year","acknowledgment":{"version":%q}}`, subsHTTPTerms)).
-			want(t, 201).obj(t, subscribeFields...)
+		m := e.call("POST", path, tok, fmt.Sprintf(`{"blocks":["americas","europe"],"quantity":2,"billingCycle":"year","acknowledgment":{"version":%q}}`, envTerms)).
+			want(t, 201).object(t, subscribeFields...)
 		if m["poolId"] != alpha.ID || m["poolSlug"] != "alpha" || m["status"] != "active" || m["quantity"] != 2.0 ||
 			m["monthlyPrice"] != "433" || m["amountCharged"] != "4156.8" || m["billingCycle"] != "year" ||
 			m["cancelAtPeriodEnd"] != false || m["key"] != nil || fmt.Sprint(m["blocks"]) != "[europe americas]" {
 			t.Errorf("subscription %v", m)
 		}
-		if end := asTime(t, m["currentPeriodEnd"]); !end.Equal(subsHTTPStart.AddDate(1, 0, 0)) {
+		if end := asTime(t, m["currentPeriodEnd"]); !end.Equal(envStart.AddDate(1, 0, 0)) {
 			t.Errorf("currentPeriodEnd %v", end)
 		}
-		if c := asTime(t, m["createdAt"]); !c.Equal(subsHTTPStart) {
+		if c := asTime(t, m["createdAt"]); !c.Equal(envStart) {
 			t.Errorf("createdAt %v", c)
 		}
 		hours := m["hours"].([]any)
@@ -208,12 +206,12 @@ func TestSubscribeHTTP(t *testing.T) {
 		// Declined card: 402, nothing created.
 		_, poor := e.user("tia@example.test", accounts.TestCardDeclined)
 		e.call("POST", path, poor, `{"blocks":["asia"]}`).want(t, 402, "declined")
-		if subs := e.call("GET", "/api/pools/alpha/my-subscriptions", poor, "").want(t, 200).arr(t); len(subs) != 0 {
+		if subs := e.call("GET", "/api/pools/alpha/my-subscriptions", poor, "").want(t, 200).array(t); len(subs) != 0 {
 			t.Errorf("subscriptions after a decline %v", subs)
 		}
 
 		// my-subscriptions: key null, then the key object once created.
-		subs := e.call("GET", "/api/pools/alpha/my-subscriptions", tok, "").want(t, 200).arr(t)
+		subs := e.call("GET", "/api/pools/alpha/my-subscriptions", tok, "").want(t, 200).array(t)
 		if len(subs) != 1 {
 			t.Fatalf("my subscriptions %v", subs)
 		}
@@ -221,28 +219,28 @@ func TestSubscribeHTTP(t *testing.T) {
 		if subs[0]["id"] != subID || subs[0]["key"] != nil || subs[0]["monthlyPrice"] != "433" {
 			t.Errorf("my subscription %v", subs[0])
 		}
-		if rows := e.call("GET", "/api/pools/alpha/my-keys", tok, "").want(t, 200).arr(t); len(rows) != 0 {
+		if rows := e.call("GET", "/api/pools/alpha/my-keys", tok, "").want(t, 200).array(t); len(rows) != 0 {
 			t.Errorf("my keys before any %v", rows)
 		}
 		e.call("POST", "/api/keys/subscription", tok, fmt.Sprintf(`{"subscriptionId":%q,"name":"box"}`, subID)).want(t, 201)
-		subs = e.call("GET", "/api/pools/"+alpha.ID+"/my-subscriptions", tok, "").want(t, 200).arr(t)
+		subs = e.call("GET", "/api/pools/"+alpha.ID+"/my-subscriptions", tok, "").want(t, 200).array(t)
 		key := asObj(t, subs[0]["key"], subKeyFields...)
 		if !strings.HasPrefix(key["apiKey"].(string), "sk_pool_") || key["isActive"] != true {
 			t.Errorf("key %v", key)
 		}
-		rows := e.call("GET", "/api/pools/alpha/my-keys", tok, "").want(t, 200).arr(t)
+		rows := e.call("GET", "/api/pools/alpha/my-keys", tok, "").want(t, 200).array(t)
 		if len(rows) != 1 {
 			t.Fatalf("my keys %v", rows)
 		}
-		exactFields(t, rows[0], keyRowFieldsAll...)
+		exactFields(t, rows[0], keyRowFields...)
 		if rows[0]["id"] != key["id"] || rows[0]["apiKey"] != key["apiKey"] || rows[0]["name"] != "box" || rows[0]["subscriptionId"] != subID {
 			t.Errorf("my key row %v", rows[0])
 		}
 		// Other users see none of it.
-		if s := e.call("GET", "/api/pools/alpha/my-subscriptions", other, "").want(t, 200).arr(t); len(s) != 0 {
+		if s := e.call("GET", "/api/pools/alpha/my-subscriptions", other, "").want(t, 200).array(t); len(s) != 0 {
 			t.Errorf("another user's subscriptions %v", s)
 		}
-		if k := e.call("GET", "/api/pools/alpha/my-keys", other, "").want(t, 200).arr(t); len(k) != 0 {
+		if k := e.call("GET", "/api/pools/alpha/my-keys", other, "").want(t, 200).array(t); len(k) != 0 {
 			t.Errorf("another user's keys %v", k)
 		}
 		e.call("DELETE", "/api/pools/alpha/pledge", other, "").want(t, 404)
@@ -250,25 +248,25 @@ func TestSubscribeHTTP(t *testing.T) {
 		e.call("GET", "/api/pools/nope/my-keys", tok, "").want(t, 404)
 
 		// Cancel at period end.
-		c := e.call("DELETE", "/api/pools/alpha/pledge", tok, "").want(t, 200).obj(t, "canceled", "subscriptionId", "currentPeriodEnd")
+		c := e.call("DELETE", "/api/pools/alpha/pledge", tok, "").want(t, 200).object(t, "canceled", "subscriptionId", "currentPeriodEnd")
 		if c["canceled"] != true || c["subscriptionId"] != subID {
 			t.Errorf("cancel %v", c)
 		}
-		subs = e.call("GET", "/api/pools/alpha/my-subscriptions", tok, "").want(t, 200).arr(t)
+		subs = e.call("GET", "/api/pools/alpha/my-subscriptions", tok, "").want(t, 200).array(t)
 		if subs[0]["cancelAtPeriodEnd"] != true || subs[0]["status"] != "active" {
 			t.Errorf("after cancel %v", subs[0])
 		}
 		e.call("DELETE", "/api/pools/alpha/pledge", tok, "").want(t, 404)
 
 		// The period ends: canceled, key revoked, seats freed.
-		e.setClock(subsHTTPStart.AddDate(1, 0, 0))
+		e.setClock(envStart.AddDate(1, 0, 0))
 		if rep, err := e.svc.RunLifecycle(e.ctx); err != nil || rep.Canceled != 1 {
 			t.Fatalf("lifecycle %+v %v", rep, err)
 		}
 		// Sessions last 30 days: new ones for the year-later clock.
 		tok = e.session(uid)
 		other = e.session(otherID)
-		subs = e.call("GET", "/api/pools/alpha/my-subscriptions", tok, "").want(t, 200).arr(t)
+		subs = e.call("GET", "/api/pools/alpha/my-subscriptions", tok, "").want(t, 200).array(t)
 		if subs[0]["status"] != "canceled" || len(subs[0]["hours"].([]any)) != 0 || asObj(t, subs[0]["key"], subKeyFields...)["isActive"] != false {
 			t.Errorf("after the period end %v", subs[0])
 		}
@@ -278,13 +276,13 @@ func TestSubscribeHTTP(t *testing.T) {
 
 func TestBillingHTTP(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newSubsHTTP(t, st, 1<<10)
+		e := newHTTPEnv(t, st, 1<<10)
 		e.pool("alpha", accounts.PoolActive, 2, false)
 		_, tok := e.user("uma@example.test", "")
 
 		e.call("GET", "/api/billing/status", "", "").want(t, 401)
 		e.call("POST", "/api/billing/setup-intent", "", `{"paymentMethod":"pm_card_visa"}`).want(t, 401)
-		s := e.call("GET", "/api/billing/status", tok, "").want(t, 200).obj(t, "hasPaymentMethod", "paymentMethod", "processor", "pastDue")
+		s := e.call("GET", "/api/billing/status", tok, "").want(t, 200).object(t, "hasPaymentMethod", "paymentMethod", "processor", "pastDue")
 		if s["hasPaymentMethod"] != false || s["paymentMethod"] != nil || s["processor"] != "test" || fmt.Sprint(s["pastDue"]) != "[]" {
 			t.Errorf("status without a card %v", s)
 		}
@@ -302,12 +300,12 @@ func TestBillingHTTP(t *testing.T) {
 			"pm_card_chargeCustomerFail": {"pm_card_chargeCustomerFail", "visa", "0341"},
 		}
 		for method, want := range cards {
-			r := e.call("POST", "/api/billing/setup-intent", tok, fmt.Sprintf(`{"paymentMethod":%q}`, method)).want(t, 200).obj(t, "paymentMethod", "recovered", "pastDue")
+			r := e.call("POST", "/api/billing/setup-intent", tok, fmt.Sprintf(`{"paymentMethod":%q}`, method)).want(t, 200).object(t, "paymentMethod", "recovered", "pastDue")
 			pm := asObj(t, r["paymentMethod"], "id", "brand", "last4")
 			if pm["id"] != want[0] || pm["brand"] != want[1] || pm["last4"] != want[2] || fmt.Sprint(r["recovered"]) != "[]" || fmt.Sprint(r["pastDue"]) != "[]" {
 				t.Errorf("%s: %v", method, r)
 			}
-			s := e.call("GET", "/api/billing/status", tok, "").want(t, 200).obj(t, "hasPaymentMethod", "paymentMethod", "processor", "pastDue")
+			s := e.call("GET", "/api/billing/status", tok, "").want(t, 200).object(t, "hasPaymentMethod", "paymentMethod", "processor", "pastDue")
 			if s["hasPaymentMethod"] != true || asObj(t, s["paymentMethod"], "id", "brand", "last4")["last4"] != want[2] {
 				t.Errorf("status with %s: %v", method, s)
 			}
@@ -317,45 +315,45 @@ func TestBillingHTTP(t *testing.T) {
 
 func TestOperatorSubscriptionsHTTP(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newSubsHTTP(t, st, 1<<10)
+		e := newHTTPEnv(t, st, 1<<10)
 		e.pool("hand", accounts.PoolActive, 2, true)
 		_, tok := e.user("val@example.test", accounts.TestCardVisa)
-		sub := e.call("POST", "/api/pools/hand/subscribe", tok, `{"blocks":["europe"]}`).want(t, 201).obj(t, subscribeFields...)
+		sub := e.call("POST", "/api/pools/hand/subscribe", tok, `{"blocks":["europe"]}`).want(t, 201).object(t, subscribeFields...)
 		if sub["status"] != "pending_key" || sub["key"] != nil {
 			t.Fatalf("manual subscription %v", sub)
 		}
 		id := sub["id"].(string)
 
-		e.operator("POST", "/timeblock/subscriptions/"+subsHTTPID()+"/deliver").want(t, 404)
-		e.operator("POST", "/timeblock/subscriptions/"+id+"/payment-failed").want(t, 409, "pending_key")
-		d := e.operator("POST", "/timeblock/subscriptions/"+id+"/deliver").want(t, 200).obj(t, "subscription", "key", "noticeSent")
+		e.operator("POST", "/timeblock/subscriptions/"+envID()+"/deliver", "").want(t, 404)
+		e.operator("POST", "/timeblock/subscriptions/"+id+"/payment-failed", "").want(t, 409, "pending_key")
+		d := e.operator("POST", "/timeblock/subscriptions/"+id+"/deliver", "").want(t, 200).object(t, "subscription", "key", "noticeSent")
 		ds := asObj(t, d["subscription"], subscriptionFields...)
 		k := asObj(t, d["key"], subKeyFields...)
 		if ds["status"] != "active" || ds["id"] != id || d["noticeSent"] != true || k["isActive"] != true ||
 			!strings.HasPrefix(k["apiKey"].(string), "sk_pool_") || asObj(t, ds["key"], subKeyFields...)["id"] != k["id"] {
 			t.Errorf("delivery %v", d)
 		}
-		e.operator("POST", "/timeblock/subscriptions/"+id+"/deliver").want(t, 409, "active")
-		rows := e.call("GET", "/api/keys", tok, "").want(t, 200).arr(t)
+		e.operator("POST", "/timeblock/subscriptions/"+id+"/deliver", "").want(t, 409, "active")
+		rows := e.call("GET", "/api/keys", tok, "").want(t, 200).array(t)
 		if len(rows) != 1 || rows[0]["apiKey"] != k["apiKey"] {
 			t.Errorf("keys after delivery %v", rows)
 		}
 
-		pf := e.operator("POST", "/timeblock/subscriptions/"+id+"/payment-failed").want(t, 200).obj(t, "subscription")
+		pf := e.operator("POST", "/timeblock/subscriptions/"+id+"/payment-failed", "").want(t, 200).object(t, "subscription")
 		if asObj(t, pf["subscription"], subscriptionFields...)["status"] != "past_due" {
 			t.Errorf("payment failed %v", pf)
 		}
-		e.operator("POST", "/timeblock/subscriptions/"+id+"/payment-failed").want(t, 409, "past_due")
-		e.operator("POST", "/timeblock/subscriptions/"+subsHTTPID()+"/payment-failed").want(t, 404)
+		e.operator("POST", "/timeblock/subscriptions/"+id+"/payment-failed", "").want(t, 409, "past_due")
+		e.operator("POST", "/timeblock/subscriptions/"+envID()+"/payment-failed", "").want(t, 404)
 		ent, err := e.svc.Entitlement(e.ctx, accounts.HashKey(k["apiKey"].(string)))
 		if err != nil || ent.DeniedStatus != http.StatusForbidden {
 			t.Errorf("suspended key %+v %v", ent, err)
 		}
-		s := e.call("GET", "/api/billing/status", tok, "").want(t, 200).obj(t, "hasPaymentMethod", "paymentMethod", "processor", "pastDue")
+		s := e.call("GET", "/api/billing/status", tok, "").want(t, 200).object(t, "hasPaymentMethod", "paymentMethod", "processor", "pastDue")
 		if fmt.Sprint(s["pastDue"]) != "["+id+"]" {
 			t.Errorf("status %v", s)
 		}
-		r := e.call("POST", "/api/billing/setup-intent", tok, `{"paymentMethod":"pm_card_mastercard"}`).want(t, 200).obj(t, "paymentMethod", "recovered", "pastDue")
+		r := e.call("POST", "/api/billing/setup-intent", tok, `{"paymentMethod":"pm_card_mastercard"}`).want(t, 200).object(t, "paymentMethod", "recovered", "pastDue")
 		if fmt.Sprint(r["recovered"]) != "["+id+"]" || fmt.Sprint(r["pastDue"]) != "[]" {
 			t.Errorf("recovery %v", r)
 		}
@@ -363,15 +361,15 @@ func TestOperatorSubscriptionsHTTP(t *testing.T) {
 			t.Errorf("restored key %+v %v", ent, err)
 		}
 		// Wrong methods and unknown operator paths answer in the envelope.
-		e.operator("GET", "/timeblock/subscriptions/"+id+"/deliver").want(t, 404)
-		e.operator("POST", "/timeblock/nothing").want(t, 404)
+		e.operator("GET", "/timeblock/subscriptions/"+id+"/deliver", "").want(t, 404)
+		e.operator("POST", "/timeblock/nothing", "").want(t, 404)
 	})
 }
 
 // Many users race for the last seats through HTTP: never oversold.
 func TestSubscribeRaceHTTP(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
-		e := newSubsHTTP(t, st, 1<<10)
+		e := newHTTPEnv(t, st, 1<<10)
 		e.pool("race", accounts.PoolActive, 2, false)
 		const racers = 8
 		tokens := make([]string, racers)
@@ -404,7 +402,7 @@ func TestSubscribeRaceHTTP(t *testing.T) {
 		if won != 2 {
 			t.Errorf("%d subscriptions for 2 seats", won)
 		}
-		d := e.call("GET", "/api/pools/race", tokens[0], "").want(t, 200).obj(t, poolDetailFields...)
+		d := e.call("GET", "/api/pools/race", tokens[0], "").want(t, 200).object(t, poolDetailFields...)
 		taken := 0
 		for _, s := range d["hourSlots"].([]any) {
 			if s.(map[string]any)["status"] == "taken" {

@@ -25,14 +25,20 @@ type Handler struct {
 // authedFunc handles a request made with a session token or management key.
 type authedFunc func(w http.ResponseWriter, r *http.Request, p *accounts.Principal) error
 
+// withDefaults fills the options left zero.
+func (o Options) withDefaults() Options {
+	if o.MaxBody <= 0 {
+		o.MaxBody = 32 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	return o
+}
+
 // New builds the account API handler.
 func New(svc *accounts.Service, opts Options) *Handler {
-	if opts.MaxBody <= 0 {
-		opts.MaxBody = 32 << 20
-	}
-	if opts.Logger == nil {
-		opts.Logger = zap.NewNop()
-	}
+	opts = opts.withDefaults()
 	h := &Handler{svc: svc, opts: opts, mux: http.NewServeMux(), logger: opts.Logger}
 
 	// Consumption keys (keys.go).

@@ -28,7 +28,7 @@ const DefaultLockTimeout = 3 * time.Second
 type Store struct {
 	db        *bolt.DB
 	path      string
-	callbacks callbacks
+	callbacks accounts.Listeners
 	closeOnce sync.Once
 	closeErr  error
 }

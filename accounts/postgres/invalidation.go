@@ -3,11 +3,11 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/timeblock/timeblock/accounts"
 )
 
 // invalidationChannel is the LISTEN/NOTIFY channel invalidations travel on;
@@ -29,7 +29,7 @@ func (s *Store) PublishInvalidation(ctx context.Context, userID string) error {
 // so after it reconnects fn is called once with the empty user id, meaning
 // "anything may have changed".
 func (s *Store) OnInvalidation(fn func(userID string)) (cancel func()) {
-	return s.callbacks.add(fn)
+	return s.callbacks.Add(fn)
 }
 
 // startListener subscribes before returning, so that an invalidation
@@ -75,7 +75,7 @@ func (s *Store) runListener(ctx context.Context, conn *pgx.Conn) {
 		if conn = s.reconnect(ctx); conn == nil {
 			return
 		}
-		s.callbacks.call("")
+		s.callbacks.Call(accounts.InvalidateAll)
 	}
 }
 
@@ -87,7 +87,7 @@ func (s *Store) receive(ctx context.Context, conn *pgx.Conn) error {
 		if err != nil {
 			return err
 		}
-		s.callbacks.call(n.Payload)
+		s.callbacks.Call(n.Payload)
 	}
 }
 
@@ -108,39 +108,5 @@ func (s *Store) reconnect(ctx context.Context) *pgx.Conn {
 		}
 		delay = min(2*delay, 10*time.Second)
 		s.logger.Warn("invalidation listener cannot reconnect", "error", err, "retry_in", delay)
-	}
-}
-
-// callbacks is a set of invalidation callbacks, called in registration order.
-type callbacks struct {
-	mu   sync.Mutex
-	next uint64
-	fns  []callback
-}
-
-type callback struct {
-	id uint64
-	fn func(userID string)
-}
-
-func (c *callbacks) add(fn func(userID string)) (cancel func()) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.next++
-	id := c.next
-	c.fns = append(c.fns, callback{id: id, fn: fn})
-	return func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		c.fns = slices.DeleteFunc(c.fns, func(cb callback) bool { return cb.id == id })
-	}
-}
-
-func (c *callbacks) call(userID string) {
-	c.mu.Lock()
-	fns := slices.Clone(c.fns)
-	c.mu.Unlock()
-	for _, cb := range fns {
-		cb.fn(userID)
 	}
 }

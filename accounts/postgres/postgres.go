@@ -34,7 +34,7 @@ const maxAttempts = 10
 type Store struct {
 	pool      *pgxpool.Pool
 	logger    *slog.Logger
-	callbacks callbacks
+	callbacks accounts.Listeners
 
 	stopListener context.CancelFunc
 	listenerDone chan struct{}
