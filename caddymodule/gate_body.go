@@ -56,7 +56,6 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 // inferenceFields are the top-level fields of a request body the gate acts on.
 type inferenceFields struct {
 	model               string
-	stream              bool
 	maxTokens           gjson.Result // messages and chat
 	maxCompletionTokens gjson.Result // chat's newer name for the same limit
 	priority            bool         // the client sent a priority of its own
@@ -87,8 +86,6 @@ func scanInference(body []byte) (inferenceFields, error) {
 			}
 			// A copy: the body may be rewritten in place later.
 			f.model = strings.Clone(v.Str)
-		case "stream":
-			f.stream = v.Type == gjson.True
 		case "max_tokens":
 			f.maxTokens = v
 		case "max_completion_tokens":

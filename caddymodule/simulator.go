@@ -701,7 +701,7 @@ func (s *Simulator) respond(ctx context.Context, w http.ResponseWriter, req *sim
 	if req.format == simChat {
 		out = s.appendChatCompletion(out, req, p)
 	} else {
-		out = s.appendMessage(out, req, p, sc)
+		out = s.appendMessage(out, req, p)
 	}
 	sc.out = out
 	h := w.Header()
@@ -756,7 +756,7 @@ func simAppendChatUsage(dst []byte, p *simPlan) []byte {
 	return append(dst, `}}`...)
 }
 
-func (s *Simulator) appendMessage(dst []byte, req *simRequest, p *simPlan, sc *simScratch) []byte {
+func (s *Simulator) appendMessage(dst []byte, req *simRequest, p *simPlan) []byte {
 	dst = simAppendID(append(dst, `{"id":"`...), "msg_sim", p.digest)
 	dst = append(dst, `","type":"message","role":"assistant","model":`...)
 	dst = s.appendModel(dst, req)

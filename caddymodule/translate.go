@@ -1,13 +1,22 @@
 package caddymodule
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"mime"
 	"net/http"
+	"strconv"
+	"sync"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/timeblock/timeblock/translate"
 )
 
 func init() {
@@ -17,13 +26,29 @@ func init() {
 
 // Translate lets a client speak either format (chat completions or messages)
 // to an upstream that speaks one: it rewrites the request body and path and
-// translates the response as it streams back.
+// translates the response as it streams back. The translation itself lives
+// in package translate; this is the glue to Caddy's request and response.
 type Translate struct {
 	// Upstream is the format the upstream speaks: "chat" or "messages".
 	Upstream string `json:"upstream"`
 	// Path is the upstream path requests are rewritten to (default
 	// /v1/chat/completions for chat, /v1/messages for messages).
 	Path string `json:"path,omitempty"`
+	// Reasoning is how the reasoning control is written for the upstream:
+	// openai (reasoning_effort), chat_template_kwargs (enable_thinking),
+	// thinking (a thinking object) or effort_scale (reasoning_effort on the
+	// scale in EffortScale). Default: openai for chat, thinking for messages.
+	Reasoning string `json:"reasoning,omitempty"`
+	// EffortScale is the effort scale of effort_scale, weakest first
+	// (default low, high, max).
+	EffortScale []string `json:"effort_scale,omitempty"`
+	// ThinkPrefilled says the upstream's chat template opens <think> itself,
+	// so the output of a reasoning request starts inside the reasoning.
+	ThinkPrefilled bool `json:"think_prefilled,omitempty"`
+
+	cfg     translate.Config
+	maxBody int64
+	logger  *zap.Logger
 }
 
 // CaddyModule returns the Caddy module information.
@@ -34,15 +59,33 @@ func (Translate) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision fills defaults.
-func (t *Translate) Provision(caddy.Context) error {
+// Provision fills defaults and builds the translation settings.
+func (t *Translate) Provision(ctx caddy.Context) error {
+	t.logger = ctx.Logger()
+	up, err := translate.ParseFormat(t.Upstream)
+	if err != nil {
+		return fmt.Errorf("timeblock_translate: %w", err)
+	}
 	if t.Path == "" {
-		switch t.Upstream {
-		case "chat":
-			t.Path = "/v1/chat/completions"
-		case "messages":
-			t.Path = "/v1/messages"
+		t.Path = up.Path()
+	}
+	d, err := translate.ParseDialect(t.Reasoning)
+	if err != nil {
+		return fmt.Errorf("timeblock_translate: %w", err)
+	}
+	// The inference body limit is the timeblock app's, when there is one.
+	t.maxBody = defaultMaxRequestBody
+	if app, err := ctx.AppIfConfigured("timeblock"); err == nil {
+		if a, ok := app.(*App); ok && a.MaxRequestBody > 0 {
+			t.maxBody = a.MaxRequestBody
 		}
+	}
+	t.cfg = translate.Config{
+		Upstream:       up,
+		Reasoning:      d,
+		EffortScale:    t.EffortScale,
+		ThinkPrefilled: t.ThinkPrefilled,
+		MaxBodyBytes:   int(t.maxBody),
 	}
 	return nil
 }
@@ -52,15 +95,297 @@ func (t *Translate) Validate() error {
 	if t.Upstream != "chat" && t.Upstream != "messages" {
 		return fmt.Errorf("timeblock_translate: upstream format must be chat or messages, got %q", t.Upstream)
 	}
+	if _, err := translate.ParseDialect(t.Reasoning); err != nil {
+		return fmt.Errorf("timeblock_translate: %w", err)
+	}
+	if len(t.EffortScale) > 0 && t.Reasoning != "effort_scale" {
+		return fmt.Errorf("timeblock_translate: an effort scale needs reasoning effort_scale, not %q", t.Reasoning)
+	}
+	if err := t.cfg.Validate(); err != nil && t.cfg.Upstream != translate.Unknown {
+		return fmt.Errorf("timeblock_translate: %w", err)
+	}
 	return nil
 }
 
 // Cleanup releases nothing.
 func (t *Translate) Cleanup() error { return nil }
 
-// ServeHTTP translates the request and the response.
+// bodyPool recycles the buffers translated request bodies are built in.
+var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+// streamPool recycles Streams and their buffers.
+var streamPool = sync.Pool{New: func() any { return new(translate.Stream) }}
+
+// maxPooledBody keeps one huge request from pinning its buffer in the pool.
+const maxPooledBody = 1 << 20
+
+// ServeHTTP translates the request, sends it on, and translates the response.
 func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	return notImplemented(w, r, "format translation is not implemented in this build")
+	client := translate.FormatFromPath(r.URL.Path)
+	if client == translate.Unknown || r.Method != http.MethodPost {
+		return next.ServeHTTP(w, r) // not an inference call
+	}
+	// The gate, when it ran, has read the body already and left it (as
+	// forwarded, after its rewrites) in a request variable.
+	body, ok := caddyhttp.GetVar(r.Context(), VarBody).([]byte)
+	var err error
+	if !ok {
+		body, err = readBody(r, t.maxBody)
+	}
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.Is(err, errBodyTooLarge) || errors.As(err, &tooLarge):
+		return translate.WriteError(w, client, http.StatusRequestEntityTooLarge, translate.RequestTooLarge,
+			"request body is larger than "+strconv.FormatInt(t.maxBody, 10)+" bytes")
+	case err != nil:
+		return caddyhttp.Error(http.StatusBadRequest, fmt.Errorf("reading request body: %w", err))
+	}
+
+	bp := bodyPool.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooledBody {
+			bodyPool.Put(bp)
+		}
+	}()
+	out, req, terr := translate.TranslateRequest(client, body, &t.cfg, (*bp)[:0])
+	*bp = out
+	if terr != nil {
+		return terr.Write(w, client)
+	}
+	// Boosted keys run first on a chat upstream (vLLM's priority: lower runs
+	// first). The gate set it on chat bodies; a chat body built here from a
+	// messages request gets it now. The body ends with its closing brace.
+	if client == translate.Messages && t.cfg.Upstream == translate.Chat {
+		if n, ok := caddyhttp.GetVar(r.Context(), VarBoost).(int); ok && n > 0 {
+			out = append(out[:len(out)-1], `,"priority":`...)
+			out = strconv.AppendInt(out, int64(-n), 10)
+			out = append(out, '}')
+			*bp = out
+		}
+	}
+	r.Body = io.NopCloser(bytes.NewReader(out))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(out)), nil }
+	r.ContentLength = int64(len(out))
+	r.Header.Set("Content-Length", strconv.Itoa(len(out)))
+	r.TransferEncoding = nil
+	r.URL.Path, r.URL.RawPath = t.Path, ""
+	// The response is read and rewritten here, so it must come uncompressed.
+	r.Header.Set("Accept-Encoding", "identity")
+	if t.cfg.Upstream == translate.Messages && r.Header.Get("anthropic-version") == "" {
+		r.Header.Set("anthropic-version", "2023-06-01")
+	}
+
+	tw := &translateWriter{
+		ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w},
+		client:                client,
+		upstream:              t.cfg.Upstream,
+		req:                   req,
+		cfg:                   &t.cfg,
+	}
+	err = next.ServeHTTP(tw, r)
+	if ferr := tw.finish(err); ferr != nil && err == nil {
+		err = ferr
+	}
+	if err != nil && tw.mode == modeStream && tw.wroteHeader {
+		// The client already has a stream, closed now with an error event;
+		// Caddy's error handling could only write a second response.
+		t.logger.Warn("upstream failed mid-stream", zap.Error(err))
+		return nil
+	}
+	return err
+}
+
+// writer modes, settled when the upstream's status and headers arrive
+const (
+	modeUndecided uint8 = iota
+	modeStream          // 2xx text/event-stream: translated event by event
+	modeWhole           // 2xx body: held, translated at the end
+	modeError           // non-2xx body: held, rewritten in the client's error format
+	modeRaw             // compressed or otherwise unreadable: passed through
+)
+
+// maxHeldBody bounds a non-streaming response held for translation.
+const maxHeldBody = 64 << 20
+
+// translateWriter rewrites the upstream's response for the client.
+type translateWriter struct {
+	*caddyhttp.ResponseWriterWrapper
+	client, upstream translate.Format
+	req              translate.Request
+	cfg              *translate.Config
+
+	mode        uint8
+	status      int
+	wroteHeader bool
+	held        []byte
+	stream      *translate.Stream
+	out         []byte
+	overflow    bool
+}
+
+// Unwrap exposes the underlying writer to http.ResponseController.
+func (tw *translateWriter) Unwrap() http.ResponseWriter {
+	return tw.ResponseWriterWrapper.ResponseWriter
+}
+
+// WriteHeader settles how the body will be handled. Streams start at once;
+// whole bodies wait for finish, which knows the translated length.
+func (tw *translateWriter) WriteHeader(status int) {
+	if tw.mode != modeUndecided {
+		return
+	}
+	if status < 200 { // 1xx: informational, pass on
+		tw.ResponseWriterWrapper.WriteHeader(status)
+		return
+	}
+	tw.status = status
+	h := tw.Header()
+	if ce := h.Get("Content-Encoding"); ce != "" && ce != "identity" {
+		tw.mode = modeRaw
+		tw.wroteHeader = true
+		tw.ResponseWriterWrapper.WriteHeader(status)
+		return
+	}
+	h.Del("Content-Length")
+	switch {
+	case status >= 300:
+		tw.mode = modeError
+	case isEventStream(h.Get("Content-Type")):
+		tw.mode = modeStream
+		tw.stream = streamPool.Get().(*translate.Stream)
+		tw.stream.Reset(tw.client, tw.upstream, tw.req, tw.cfg)
+		h.Set("Content-Type", "text/event-stream; charset=utf-8")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+		tw.wroteHeader = true
+		tw.ResponseWriterWrapper.WriteHeader(status)
+	default:
+		tw.mode = modeWhole
+	}
+}
+
+func isEventStream(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "text/event-stream"
+}
+
+// Write takes upstream body bytes.
+func (tw *translateWriter) Write(p []byte) (int, error) {
+	if tw.mode == modeUndecided {
+		tw.WriteHeader(http.StatusOK)
+	}
+	switch tw.mode {
+	case modeStream:
+		tw.out = tw.stream.Write(tw.out[:0], p)
+		if len(tw.out) > 0 {
+			if _, err := tw.ResponseWriterWrapper.Write(tw.out); err != nil {
+				return 0, err
+			}
+			if err := http.NewResponseController(tw.ResponseWriterWrapper.ResponseWriter).Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+				return 0, err
+			}
+		}
+		return len(p), nil
+	case modeWhole, modeError:
+		if len(tw.held)+len(p) > maxHeldBody {
+			tw.overflow = true
+			return len(p), nil
+		}
+		tw.held = append(tw.held, p...)
+		return len(p), nil
+	}
+	return tw.ResponseWriterWrapper.Write(p)
+}
+
+// ReadFrom goes through Write, so that io.Copy cannot bypass translation.
+func (tw *translateWriter) ReadFrom(r io.Reader) (int64, error) {
+	buf := make([]byte, 32<<10)
+	var n int64
+	for {
+		k, err := r.Read(buf)
+		if k > 0 {
+			if _, werr := tw.Write(buf[:k]); werr != nil {
+				return n, werr
+			}
+			n += int64(k)
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+// FlushError flushes what has been written: the translated events of a
+// stream. A held body is not flushed, since its headers are not final.
+func (tw *translateWriter) FlushError() error {
+	if tw.mode != modeStream && tw.mode != modeRaw {
+		return nil
+	}
+	err := http.NewResponseController(tw.ResponseWriterWrapper.ResponseWriter).Flush()
+	if errors.Is(err, http.ErrNotSupported) {
+		return nil
+	}
+	return err
+}
+
+// finish ends the response: the closing events of a stream (an error event
+// when the upstream broke off or next failed), or the translated body.
+func (tw *translateWriter) finish(nextErr error) error {
+	rw := tw.ResponseWriterWrapper
+	switch tw.mode {
+	case modeStream:
+		defer func() {
+			streamPool.Put(tw.stream)
+			tw.stream = nil
+		}()
+		if nextErr != nil {
+			tw.out = tw.stream.Abort(tw.out[:0], translate.NewError(http.StatusBadGateway, translate.APIError,
+				"the upstream connection failed during the response"))
+		} else {
+			tw.out = tw.stream.Close(tw.out[:0])
+		}
+		if len(tw.out) == 0 {
+			return nil
+		}
+		if _, err := rw.Write(tw.out); err != nil {
+			return err
+		}
+		return tw.FlushError()
+	case modeWhole, modeError:
+		if nextErr != nil {
+			return nil // nothing was sent: Caddy's error handling answers
+		}
+		var body []byte
+		status := tw.status
+		switch {
+		case len(tw.held) == 0 && (status == http.StatusNoContent || status == http.StatusNotModified):
+			tw.wroteHeader = true
+			rw.WriteHeader(status)
+			return nil
+		case tw.overflow:
+			e := translate.NewError(http.StatusBadGateway, translate.APIError, "the upstream response is too large to translate")
+			status, body = e.Status, e.Body(tw.client)
+		case tw.mode == modeError:
+			body = translate.TranslateErrorBody(tw.client, tw.upstream, status, tw.held, nil)
+		default:
+			var terr *translate.Error
+			body, terr = translate.TranslateResponse(tw.client, tw.upstream, tw.held, tw.req, tw.cfg, nil)
+			if terr != nil {
+				status, body = terr.Status, terr.Body(tw.client)
+			}
+		}
+		h := rw.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("Content-Length", strconv.Itoa(len(body)))
+		tw.wroteHeader = true
+		rw.WriteHeader(status)
+		_, err := rw.Write(body)
+		return err
+	}
+	return nil
 }
 
 func parseTranslate(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
@@ -73,6 +398,8 @@ func parseTranslate(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //
 //	timeblock_translate chat|messages {
 //		path <upstream path>
+//		reasoning openai|chat_template_kwargs|thinking|effort_scale [<scale>...]
+//		think_prefilled [true|false]
 //	}
 func (t *Translate) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
@@ -95,6 +422,33 @@ func (t *Translate) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if len(t.Path) == 0 || t.Path[0] != '/' {
 				return d.Errf("path must start with /, got %q", t.Path)
 			}
+		case "reasoning":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.Err("reasoning needs a dialect: openai, chat_template_kwargs, thinking or effort_scale")
+			}
+			if _, err := translate.ParseDialect(args[0]); err != nil {
+				return d.Errf("reasoning: %v", err)
+			}
+			t.Reasoning = args[0]
+			if len(args) > 1 {
+				if args[0] != "effort_scale" {
+					return d.Errf("reasoning %s takes no scale; only effort_scale does (e.g. effort_scale low high max)", args[0])
+				}
+				t.EffortScale = args[1:]
+			}
+		case "think_prefilled":
+			t.ThinkPrefilled = true
+			if d.NextArg() {
+				v, err := strconv.ParseBool(d.Val())
+				if err != nil {
+					return d.Errf("think_prefilled: %q is not true or false", d.Val())
+				}
+				t.ThinkPrefilled = v
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
 		default:
 			return d.Errf("unknown timeblock_translate option %q", d.Val())
 		}
@@ -109,4 +463,6 @@ var (
 	_ caddy.CleanerUpper          = (*Translate)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Translate)(nil)
 	_ caddyfile.Unmarshaler       = (*Translate)(nil)
+	_ http.ResponseWriter         = (*translateWriter)(nil)
+	_ io.ReaderFrom               = (*translateWriter)(nil)
 )

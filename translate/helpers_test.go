@@ -10,9 +10,16 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata")
+
+func TestMain(m *testing.M) {
+	// Pin chat's `created`, so that rewritten goldens do not churn.
+	now = func() time.Time { return time.Unix(1732280000, 0) }
+	os.Exit(m.Run())
+}
 
 func readFile(t testing.TB, path string) []byte {
 	t.Helper()
@@ -92,7 +99,12 @@ func parseSSE(t testing.TB, b []byte) []sseEvent {
 			continue
 		}
 		var ev sseEvent
+		comment := true
 		for _, line := range strings.Split(block, "\n") {
+			if strings.HasPrefix(line, ":") {
+				continue // keep-alive comment
+			}
+			comment = false
 			name, val, _ := strings.Cut(line, ":")
 			val = strings.TrimPrefix(val, " ")
 			switch name {
@@ -107,7 +119,9 @@ func parseSSE(t testing.TB, b []byte) []sseEvent {
 				t.Fatalf("unexpected SSE line %q", line)
 			}
 		}
-		evs = append(evs, ev)
+		if !comment {
+			evs = append(evs, ev)
+		}
 	}
 	if !bytes.HasSuffix(b, []byte("\n\n")) && len(b) > 0 {
 		t.Fatalf("SSE output does not end with a blank line")

@@ -46,7 +46,17 @@ func trimJSON(s string) string {
 // (which is '"'), or -1.
 func stringEnd(s string, i int) int {
 	j := i + 1
-	for {
+	// Most strings in these bodies (keys, short values, stream deltas) are
+	// short: a plain loop beats a call; long ones go to IndexByte.
+	for end := min(len(s), j+32); j < end; j++ {
+		switch s[j] {
+		case '"':
+			return j + 1
+		case '\\':
+			j++
+		}
+	}
+	for j < len(s) {
 		k := strings.IndexByte(s[j:], '"')
 		if k < 0 {
 			return -1
@@ -62,6 +72,7 @@ func stringEnd(s string, i int) int {
 		}
 		j++
 	}
+	return -1
 }
 
 // valueEnd returns the index just past the JSON value starting at s[i], or -1.

@@ -5,10 +5,10 @@ package translate
 func messagesToChat(dst []byte, s string, cfg *Config) ([]byte, Request, *Error) {
 	var (
 		model, messages, system, stop, temperature, topP, topK, user, tools, toolChoice string
-		maxTokens                                                                      int64
-		req                                                                            Request
-		r                                                                              reasoning
-		err                                                                            *Error
+		maxTokens                                                                       int64
+		req                                                                             Request
+		r                                                                               reasoning
+		err                                                                             *Error
 	)
 	it, _ := objIter(s)
 	for {

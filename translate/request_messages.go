@@ -5,11 +5,11 @@ package translate
 func chatToMessages(dst []byte, s string, cfg *Config) ([]byte, Request, *Error) {
 	var (
 		model, messages, stop, temperature, topP, topK, user, tools, toolChoice string
-		maxTokens                                                              int64
-		noParallel                                                             bool
-		req                                                                    Request
-		r                                                                      reasoning
-		err                                                                    *Error
+		maxTokens                                                               int64
+		noParallel                                                              bool
+		req                                                                     Request
+		r                                                                       reasoning
+		err                                                                     *Error
 	)
 	it, _ := objIter(s)
 	for {

@@ -3,7 +3,6 @@ package translate
 import (
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/tidwall/gjson"
 )
@@ -15,7 +14,7 @@ import (
 // upstream body that is not a response is a 502 in the client's format.
 func TranslateResponse(client, upstream Format, body []byte, req Request, cfg *Config, dst []byte) ([]byte, *Error) {
 	s := trimJSON(b2s(body))
-	if !isObj(s) || !gjson.Valid(s) {
+	if !isObj(s) || maxDepth(s, cfg.maxDepth()) > cfg.maxDepth() || !gjson.Valid(s) {
 		return dst, NewError(http.StatusBadGateway, APIError, "the upstream answered with a body that is not a JSON object")
 	}
 	if e := field(s, "error"); !isNull(e) {
@@ -36,12 +35,12 @@ func TranslateResponse(client, upstream Format, body []byte, req Request, cfg *C
 
 // answer is a response's content, gathered for rewriting.
 type answer struct {
-	reasoning, text string // decoded
-	reasonLit, textLit  string // raw literals, used when nothing was decoded
-	stop                stopReason
-	stopSeq             string // raw literal
-	refusal             bool
-	tools               int
+	reasoning, text    string // decoded
+	reasonLit, textLit string // raw literals, used when nothing was decoded
+	stop               stopReason
+	stopSeq            string // raw literal
+	refusal            bool
+	tools              int
 }
 
 // splitAnswer settles reasoning and text: reasoning the upstream separated
@@ -329,7 +328,7 @@ func messagesResponseToChat(dst []byte, s string, prefilled bool) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = appendID(dst, Chat, []byte(str(id)))
 	dst = append(dst, `,"object":"chat.completion","created":`...)
-	dst = appendInt(dst, time.Now().Unix())
+	dst = appendInt(dst, now().Unix())
 	dst = append(dst, `,"model":`...)
 	dst = appendModel(dst, model)
 	dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)

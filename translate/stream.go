@@ -76,12 +76,28 @@ func (s *Stream) Reset(client, upstream Format, req Request, cfg *Config) {
 	}
 	s.think.pend = s.think.pend[:0]
 	s.think.reset(cfg.ThinkPrefilled && req.Reasoning)
-	s.created = time.Now().Unix()
+	s.created = now().Unix()
 }
+
+// now is the clock behind chat's `created`; tests pin it.
+var now = time.Now
 
 // maxLine bounds one SSE line (and one event's data); a longer one means the
 // upstream is not speaking SSE.
 const maxLine = 16 << 20
+
+// maxEventDepth bounds the nesting of a large upstream event: gjson.Valid
+// recurses, so depth must not grow with the event's size.
+const maxEventDepth = 64
+
+// validEvent validates an event's JSON; only large events can nest deep
+// enough to matter, so only they pay for the depth check.
+func validEvent(d string) bool {
+	if len(d) > 1<<16 && maxDepth(d, maxEventDepth) > maxEventDepth {
+		return false
+	}
+	return gjson.Valid(d)
+}
 
 // Write consumes upstream SSE bytes and appends the client's SSE bytes to dst.
 func (s *Stream) Write(dst, p []byte) []byte {
@@ -127,7 +143,7 @@ func (s *Stream) Close(dst []byte) []byte {
 	// An event without its closing blank line still counts when it is whole;
 	// a torn one means the upstream broke off.
 	if !s.done && s.hasData {
-		if d := trimJSON(b2s(s.data)); d == "[DONE]" || gjson.Valid(d) {
+		if d := trimJSON(b2s(s.data)); d == "[DONE]" || validEvent(d) {
 			s.dispatch()
 		}
 		s.data, s.hasData = s.data[:0], false
@@ -179,6 +195,7 @@ func (s *Stream) sseLine(line []byte) {
 		return
 	}
 	if line[0] == ':' {
+		s.keepAlive()
 		return
 	}
 	name, val := line, line[:0]
@@ -232,13 +249,22 @@ func (s *Stream) dispatch() {
 	if d == "" {
 		return
 	}
-	if !gjson.Valid(d) || !isObj(d) {
+	if !isObj(d) || !validEvent(d) {
 		if ev == "error" {
 			s.fail(UpstreamError(http.StatusBadGateway, s.data))
 			return
 		}
 		s.fail(NewError(http.StatusBadGateway, APIError, "the upstream sent an event that is not a JSON object"))
 		return
+	}
+	// Raw pieces of the event are copied into the client's events, so line
+	// breaks (whitespace, in valid JSON) must go: they would end the SSE line.
+	if bytes.IndexByte(s.data, '\n') >= 0 || bytes.IndexByte(s.data, '\r') >= 0 {
+		for i, c := range s.data {
+			if c == '\n' || c == '\r' {
+				s.data[i] = ' '
+			}
+		}
 	}
 	switch {
 	case s.upstream == Chat && s.client == Chat:
@@ -264,6 +290,23 @@ func streamError(d string) *Error {
 		e.Kind = APIError
 	}
 	return e
+}
+
+// keepAlive passes an upstream keep-alive (a ping event, an SSE comment) on
+// in the client's grammar, so that idle timeouts on the way do not cut a long
+// reasoning phase: a ping event for messages clients (only after
+// message_start, which must come first), a comment line for chat clients.
+func (s *Stream) keepAlive() {
+	if s.done {
+		return
+	}
+	if s.client == Messages {
+		if s.m.started {
+			s.out = append(s.out, "event: ping\ndata: {\"type\":\"ping\"}\n\n"...)
+		}
+		return
+	}
+	s.out = append(s.out, ": keep-alive\n\n"...)
 }
 
 // fail ends the client's stream with an error event in its format.

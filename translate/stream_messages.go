@@ -147,6 +147,8 @@ func (s *Stream) messagesEvent(d string) {
 		s.final()
 	case "error":
 		s.fail(streamError(d))
+	case "ping":
+		s.keepAlive()
 	}
 }
 

@@ -31,7 +31,6 @@ func benchSetup(tb testing.TB) (*Cache, *fakeSource, *Registry, *Batcher) {
 	if _, err := c.Lookup(context.Background(), keyB, clockNow(c), src); err != nil {
 		tb.Fatal(err)
 	}
-	c.wait()
 	b := NewBatcher(&fakeToucher{}, time.Hour, nil)
 	tb.Cleanup(func() { b.Close(context.Background()) })
 	return c, src, NewRegistry(), b

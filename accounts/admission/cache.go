@@ -214,6 +214,7 @@ func (c *Cache) fill(key string, digest [sha256.Size]byte, src Source, f *flight
 	case errors.Is(err, accounts.ErrNotFound):
 		f.err = ErrUnknownKey
 		c.negative.SetWithTTL(k, negativeEntry{digest: digest, expires: now.Add(c.cfg.NegativeTTL)}, 1, c.cfg.NegativeTTL)
+		c.negative.Wait()
 		return
 	case err != nil:
 		c.loadErrors.Add(1)
@@ -255,6 +256,10 @@ func (c *Cache) fill(key string, digest [sha256.Size]byte, src Source, f *flight
 	// read of its own. Expired entries are replaced by the next load or
 	// evicted under the MaxEntries bound.
 	c.entries.Set(k, &entry{digest: digest, ent: ent, user: us, epoch: epoch, expires: expires}, 1)
+	// Ristretto applies sets asynchronously; waiting here, before the flight
+	// ends, means a request arriving after the flight finds the entry
+	// instead of starting a second load.
+	c.entries.Wait()
 }
 
 // InvalidateUser makes every cached entitlement of the user stale, including
@@ -325,10 +330,4 @@ func (c *Cache) Close() {
 		c.entries.Close()
 		c.negative.Close()
 	})
-}
-
-// wait applies buffered writes, so that a test sees what fill stored.
-func (c *Cache) wait() {
-	c.entries.Wait()
-	c.negative.Wait()
 }

@@ -87,7 +87,6 @@ func lookup(t *testing.T, c *Cache, key string, src Source) *accounts.Entitlemen
 	if err != nil {
 		t.Fatalf("Lookup: %v", err)
 	}
-	c.wait()
 	return e
 }
 
@@ -190,7 +189,6 @@ func TestCacheWaiterGivesUpLoadContinues(t *testing.T) {
 	// The abandoned load still fills the cache.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		c.wait()
 		if _, err := c.Lookup(context.Background(), keyA, clockNow(c), src); err != nil {
 			t.Fatal(err)
 		}
@@ -216,7 +214,6 @@ func TestCacheNegative(t *testing.T) {
 		if !errors.Is(err, ErrUnknownKey) {
 			t.Fatalf("unknown key: err = %v, want ErrUnknownKey", err)
 		}
-		c.wait()
 	}
 	if n := src.calls.Load(); n != 1 {
 		t.Fatalf("an unknown key reached the store %d times, want 1", n)
@@ -246,7 +243,6 @@ func TestCacheNegativeIsBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c.wait()
 	if used := c.negative.MaxCost() - c.negative.RemainingCost(); used > 100 {
 		t.Fatalf("negative cache holds %d entries, bound 100", used)
 	}
@@ -304,7 +300,6 @@ func TestCacheInvalidationDuringLoad(t *testing.T) {
 	c.InvalidateUser("u1")
 	close(src.gate)
 	<-done
-	c.wait()
 	src.mu.Lock()
 	src.gate = nil
 	src.mu.Unlock()

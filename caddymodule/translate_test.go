@@ -1,0 +1,214 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+func newTranslate(t *testing.T, caddyfileText string) *Translate {
+	t.Helper()
+	tr := new(Translate)
+	if err := tr.UnmarshalCaddyfile(caddyfile.NewTestDispenser(caddyfileText)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Provision(caddy.Context{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func TestTranslateCaddyfile(t *testing.T) {
+	tr := newTranslate(t, "timeblock_translate chat {\n reasoning effort_scale low high max\n think_prefilled\n}")
+	if tr.Reasoning != "effort_scale" || len(tr.EffortScale) != 3 || !tr.ThinkPrefilled || tr.Path != "/v1/chat/completions" {
+		t.Errorf("parsed %+v", tr)
+	}
+	tr = newTranslate(t, "timeblock_translate messages {\n reasoning chat_template_kwargs\n think_prefilled false\n}")
+	if tr.Reasoning != "chat_template_kwargs" || tr.ThinkPrefilled || tr.Path != "/v1/messages" {
+		t.Errorf("parsed %+v", tr)
+	}
+	for _, bad := range []string{
+		"timeblock_translate chat {\n reasoning\n}",
+		"timeblock_translate chat {\n reasoning deepseek\n}",
+		"timeblock_translate chat {\n reasoning openai low high\n}",
+		"timeblock_translate chat {\n think_prefilled maybe\n}",
+	} {
+		if err := new(Translate).UnmarshalCaddyfile(caddyfile.NewTestDispenser(bad)); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// upstreamSSE answers like a chat server streaming, in small writes.
+func upstreamSSE(t *testing.T, seen *http.Request, seenBody *[]byte, events []string, fail error) caddyhttp.Handler {
+	return caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		*seen = *r
+		*seenBody, _ = io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+		w.Header().Set("Content-Length", "999")
+		w.WriteHeader(http.StatusOK)
+		for _, e := range events {
+			for i := 0; i < len(e); i += 17 {
+				if _, err := w.Write([]byte(e[i:min(i+17, len(e))])); err != nil {
+					return err
+				}
+				if err := http.NewResponseController(w).Flush(); err != nil {
+					t.Errorf("flush: %v", err)
+				}
+			}
+		}
+		return fail
+	})
+}
+
+var chatEvents = []string{
+	"data: {\"id\":\"chatcmpl-7\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"qwen3\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}\n\n",
+	"data: {\"id\":\"chatcmpl-7\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"qwen3\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"Think.\"},\"finish_reason\":null}]}\n\n",
+	"data: {\"id\":\"chatcmpl-7\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"qwen3\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi!\"},\"finish_reason\":null}]}\n\n",
+	"data: {\"id\":\"chatcmpl-7\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"qwen3\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+	"data: {\"id\":\"chatcmpl-7\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"qwen3\",\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":4,\"total_tokens\":9}}\n\n",
+	"data: [DONE]\n\n",
+}
+
+func TestTranslateServeStream(t *testing.T) {
+	tr := newTranslate(t, "timeblock_translate chat {\n path /upstream/v1/chat/completions\n reasoning chat_template_kwargs\n}")
+	body := `{"model":"qwen3","max_tokens":64,"stream":true,"thinking":{"type":"enabled"},"messages":[{"role":"user","content":"Hi"}]}`
+	r := httptest.NewRequest(http.MethodPost, "/compat/v1/messages", strings.NewReader(body))
+	r.Header.Set("Accept-Encoding", "gzip")
+	w := httptest.NewRecorder()
+	var seen http.Request
+	var seenBody []byte
+	if err := tr.ServeHTTP(w, r, upstreamSSE(t, &seen, &seenBody, chatEvents, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if seen.URL.Path != "/upstream/v1/chat/completions" || seen.ContentLength != int64(len(seenBody)) || seen.Header.Get("Accept-Encoding") != "identity" {
+		t.Errorf("upstream request: path %s, length %d/%d, accept-encoding %q", seen.URL.Path, seen.ContentLength, len(seenBody), seen.Header.Get("Accept-Encoding"))
+	}
+	var up map[string]any
+	if err := json.Unmarshal(seenBody, &up); err != nil {
+		t.Fatal(err)
+	}
+	if up["chat_template_kwargs"].(map[string]any)["enable_thinking"] != true || up["stream_options"].(map[string]any)["include_usage"] != true {
+		t.Errorf("upstream body %s", seenBody)
+	}
+	res := w.Result()
+	if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") || res.Header.Get("Content-Length") != "" {
+		t.Errorf("headers %v", res.Header)
+	}
+	out := w.Body.String()
+	for _, want := range []string{"event: message_start", `"id":"msg_7"`, `"type":"thinking_delta","thinking":"Think."`, `"text":"Hi!"`, `"stop_reason":"end_turn"`, `"output_tokens":4`, "event: message_stop"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("client stream lacks %s:\n%s", want, out)
+		}
+	}
+	if !w.Flushed {
+		t.Error("the stream was never flushed")
+	}
+}
+
+func TestTranslateServeBrokenStream(t *testing.T) {
+	tr := newTranslate(t, "timeblock_translate chat")
+	body := `{"model":"m","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"Hi"}]}`
+	r := httptest.NewRequest(http.MethodPost, "/v1/messages", strings.NewReader(body))
+	w := httptest.NewRecorder()
+	var seen http.Request
+	var seenBody []byte
+	err := tr.ServeHTTP(w, r, upstreamSSE(t, &seen, &seenBody, chatEvents[:3], errors.New("connection reset by peer")))
+	if err != nil {
+		t.Fatalf("a failed stream returns %v; the client already has its error event", err)
+	}
+	out := w.Body.String()
+	if !strings.Contains(out, "event: error") || strings.Contains(out, "message_stop") {
+		t.Errorf("client stream:\n%s", out)
+	}
+}
+
+func TestTranslateServeWholeAndErrors(t *testing.T) {
+	tr := newTranslate(t, "timeblock_translate messages")
+	body := `{"model":"m","messages":[{"role":"user","content":"Hi"}]}`
+	upstream := func(status int, ct, resp string) caddyhttp.Handler {
+		return caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+			w.Header().Set("Content-Type", ct)
+			w.Header().Set("Content-Length", "3")
+			w.WriteHeader(status)
+			_, err := io.WriteString(w, resp)
+			return err
+		})
+	}
+	// A whole response, translated.
+	w := httptest.NewRecorder()
+	msg := `{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"Hello"}],"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":1}}`
+	if err := tr.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body)), upstream(200, "application/json", msg)); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		ID      string
+		Choices []struct {
+			Message struct{ Content string }
+		}
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || got.ID != "chatcmpl-1" || got.Choices[0].Message.Content != "Hello" || w.Header().Get("Content-Length") != strconv.Itoa(w.Body.Len()) {
+		t.Errorf("whole response: %v %s (length %s)", err, w.Body, w.Header().Get("Content-Length"))
+	}
+	// An upstream error, in the client's format.
+	w = httptest.NewRecorder()
+	if err := tr.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body)),
+		upstream(529, "application/json", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if w.Code != 529 || !strings.Contains(w.Body.String(), `"error":{"message":"Overloaded","type":"overloaded_error"`) {
+		t.Errorf("error response %d %s", w.Code, w.Body)
+	}
+	// A bad request never reaches the upstream.
+	w = httptest.NewRecorder()
+	called := false
+	next := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { called = true; return nil })
+	if err := tr.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[],"n":3}`)), next); err != nil {
+		t.Fatal(err)
+	}
+	if called || w.Code != 400 || !strings.Contains(w.Body.String(), `"type":"invalid_request_error"`) {
+		t.Errorf("bad request: called=%v %d %s", called, w.Code, w.Body)
+	}
+	// Other paths pass untouched.
+	called = false
+	if err := tr.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/v1/models", nil), next); err != nil || !called {
+		t.Errorf("other path: %v %v", err, called)
+	}
+}
+
+// The gate's body and boost variables are used: no second read of the body,
+// and priority on chat bodies built from messages requests.
+func TestTranslateUsesGateVars(t *testing.T) {
+	tr := newTranslate(t, "timeblock_translate chat")
+	body := []byte(`{"model":"m","max_tokens":64,"messages":[{"role":"user","content":"Hi"}]}`)
+	r := httptest.NewRequest(http.MethodPost, "/compat/v1/messages", strings.NewReader("not read"))
+	r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, map[string]any{VarBody: body, VarBoost: 2}))
+	var up map[string]any
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		b, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(b, &up); err != nil {
+			t.Errorf("upstream body %s: %v", b, err)
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	})
+	if err := tr.ServeHTTP(httptest.NewRecorder(), r, next); err != nil {
+		t.Fatal(err)
+	}
+	if up["priority"] != float64(-2) || up["model"] != "m" {
+		t.Errorf("upstream body %v", up)
+	}
+}
