@@ -139,6 +139,12 @@ func TestHandlerCaddyfiles(t *testing.T) {
 	if err := g.UnmarshalCaddyfile(caddyfile.NewTestDispenser("timeblock_gate {\n lane_wait 250ms\n}")); err != nil || g.LaneWait != caddy.Duration(250e6) {
 		t.Errorf("lane_wait 250ms: %v %v", g.LaneWait, err)
 	}
+	if err := g.UnmarshalCaddyfile(caddyfile.NewTestDispenser("timeblock_gate {\n boost_priority off\n}")); err != nil || !g.NoBoostPriority {
+		t.Errorf("boost_priority off: %v %v", g.NoBoostPriority, err)
+	}
+	if err := new(Gate).UnmarshalCaddyfile(caddyfile.NewTestDispenser("timeblock_gate {\n boost_priority maybe\n}")); err == nil {
+		t.Error("boost_priority maybe accepted")
+	}
 	if err := new(Gate).UnmarshalCaddyfile(caddyfile.NewTestDispenser("timeblock_gate {\n lanes 3\n}")); err == nil {
 		t.Error("unknown gate option accepted")
 	}

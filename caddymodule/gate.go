@@ -35,9 +35,10 @@ const (
 	// VarBody holds the request body as forwarded ([]byte), after the gate's
 	// rewrites; r.Body reads the same bytes.
 	VarBody = "timeblock.body"
-	// VarBoost holds the number of boost members open now (int). On chat
-	// requests the gate has already set the body's priority to minus this;
-	// a handler that builds a chat body from a messages request sets it.
+	// VarBoost holds the priority boost to apply (int): the number of boost
+	// members open now, or 0 when boost_priority is off. On chat requests
+	// the gate has already set the body's priority to minus this; a handler
+	// that builds a chat body from a messages request sets it.
 	VarBoost = "timeblock.boost"
 )
 
@@ -57,6 +58,11 @@ type Gate struct {
 	// MaxRequestBody limits request bodies in bytes (default: the timeblock
 	// app's max_request_body, 32 MiB unless set).
 	MaxRequestBody int64 `json:"max_request_body,omitempty"`
+	// NoBoostPriority keeps the gate from writing `priority` into request
+	// bodies, for upstreams that reject it (vLLM does unless started with
+	// --scheduling-policy priority). {timeblock.boost} is set either way, so
+	// boosted traffic can still be routed elsewhere.
+	NoBoostPriority bool `json:"no_boost_priority,omitempty"`
 
 	state   *gateState
 	source  admission.Source
@@ -175,7 +181,11 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		return g.windowClosed(w, format, ent, fields.model, adm.NextOpen, now)
 	}
 
-	body, clamped, err := rewriteBody(body, fields, adm.MaxOutputTokens, format == translate.Chat, adm.Boosts)
+	priority := adm.Boosts
+	if g.NoBoostPriority {
+		priority = 0
+	}
+	body, clamped, err := rewriteBody(body, fields, adm.MaxOutputTokens, format == translate.Chat, priority)
 	if err != nil {
 		return g.reject(w, format, rejectBadRequest, http.StatusBadRequest, "", err.Error(), 0, ent)
 	}
@@ -208,7 +218,7 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		repl.Set("timeblock.lanes", adm.Lanes)
 	}
 	caddyhttp.SetVar(ctx, VarBody, body)
-	caddyhttp.SetVar(ctx, VarBoost, adm.Boosts)
+	caddyhttp.SetVar(ctx, VarBoost, priority)
 
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
@@ -309,6 +319,7 @@ func plausibleKey(key string) bool {
 //	timeblock_gate {
 //		lane_wait <duration>
 //		max_request_body <size>
+//		boost_priority on|off
 //	}
 func parseGate(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	g := new(Gate)
@@ -346,6 +357,19 @@ func (g *Gate) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("max_request_body: %q is not a size such as 32MiB or 1MB", s)
 			}
 			g.MaxRequestBody = int64(size)
+		case "boost_priority":
+			var v string
+			if err := singleArg(d, &v); err != nil {
+				return err
+			}
+			switch v {
+			case "on":
+				g.NoBoostPriority = false
+			case "off":
+				g.NoBoostPriority = true
+			default:
+				return d.Errf("boost_priority: %q is not on or off", v)
+			}
 		default:
 			return d.Errf("unknown timeblock_gate option %q", d.Val())
 		}

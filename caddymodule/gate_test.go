@@ -196,6 +196,24 @@ func recorder(s *seen) caddyhttp.Handler {
 const chatBody = `{"model":"qwen3-32b","messages":[{"role":"user","content":"hi"}],"max_tokens":100}`
 const messagesBody = `{"model":"qwen3-32b","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`
 
+// boost_priority off leaves priority out of the body but still publishes
+// the boost for routing.
+func TestGateBoostPriorityOff(t *testing.T) {
+	f := newGateFixture(t, 0)
+	f.gate.NoBoostPriority = true
+	var s seen
+	res := f.do(t, chatPath, tCombined, `{"model":"qwen3-32b","priority":-100,"messages":[]}`, recorder(&s))
+	if res.status != http.StatusOK {
+		t.Fatalf("status %d: %s", res.status, res.body)
+	}
+	if gjson.Get(s.body, "priority").Exists() {
+		t.Errorf("priority written with boost_priority off: %s", s.body)
+	}
+	if s.repl["boost"] != "1" || s.vars[VarBoost] != 0 {
+		t.Errorf("{timeblock.boost} = %q, var %s = %v; want 1 and 0", s.repl["boost"], VarBoost, s.vars[VarBoost])
+	}
+}
+
 func (f *gateFixture) inUse(keyID string) int {
 	return f.gate.state.lanes.InUse(admission.LaneKey{KeyID: keyID, PoolID: "pool-qwen"})
 }

@@ -164,7 +164,10 @@ func BenchmarkStreamWhole(b *testing.B) {
 		{"anthropic_to_chat", "anthropic_thinking_tools", Chat, Messages},
 	} {
 		in := readFile(b, "testdata/streams/"+c.file+".sse")
-		events := strings.SplitAfter(string(in), "\n\n")
+		var events [][]byte
+		for _, e := range strings.SplitAfter(string(in), "\n\n") {
+			events = append(events, []byte(e))
+		}
 		b.Run(c.name, func(b *testing.B) {
 			cfg := &Config{Upstream: c.up}
 			s := new(Stream)
@@ -175,7 +178,7 @@ func BenchmarkStreamWhole(b *testing.B) {
 				s.Reset(c.client, c.up, Request{Stream: true, IncludeUsage: true}, cfg)
 				out = out[:0]
 				for _, e := range events {
-					out = s.Write(out, []byte(e))
+					out = s.Write(out, e)
 				}
 				out = s.Close(out)
 			}
