@@ -69,6 +69,7 @@ const gateCaddyfile = `{
 			lane_wait %WAIT%
 			max_request_body 64KiB
 		}
+		timeblock_translate chat
 		reverse_proxy 127.0.0.1:{{.Upstream}} {
 			header_down X-Timeblock-Pool {timeblock.pool}
 			header_down X-Timeblock-Key {timeblock.key_id}
