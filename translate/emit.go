@@ -150,7 +150,7 @@ func (s *Stream) toolArgs(key int, lit string) {
 	if emptyStr(lit) || !isStr(lit) {
 		return
 	}
-	s.otherBytes += int64(len(lit) - 2)
+	s.otherBytes += decodedLen(lit)
 	if s.client == Chat {
 		s.cToolArgs(i, lit)
 		return

@@ -479,7 +479,7 @@ func passChatChoice(dst []byte, c string, prefilled bool) ([]byte, int64, int64)
 			dst = appendRawMember(dst, k, v)
 		}
 	}
-	return append(dst, '}'), a.reasonLen(), a.textLen() + int64(len(calls))
+	return append(dst, '}'), a.reasonLen(), a.textLen() + argBytes(calls)
 }
 
 // passMessagesResponse normalises a messages response for a messages client.

@@ -379,7 +379,7 @@ func (s *Stream) passDelta(cs *choiceState, d string, last bool) bool {
 		case "tool_calls":
 			if !isNull(v) {
 				cs.tools = true
-				s.otherBytes += int64(len(v))
+				s.otherBytes += argBytes(v)
 			}
 		}
 		s.enc = appendRawMember(s.enc, k, v)

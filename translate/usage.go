@@ -117,3 +117,77 @@ func (u *usage) appendMessages(dst []byte) []byte {
 	dst = appendInt(dst, u.output)
 	return append(dst, '}')
 }
+
+// The reasoning-token estimate splits output tokens by bytes, so every path
+// must count the same bytes for the same output, streamed or not: text and
+// reasoning by their escaped string content (additive across chunks), tool
+// calls by their arguments' JSON text.
+
+// argBytes counts the argument bytes of a chat tool_calls array (whole, or a
+// stream delta's fragments): the escaped content of each function.arguments.
+func argBytes(calls string) int64 {
+	it, ok := arrIter(calls)
+	if !ok {
+		return 0
+	}
+	var n int64
+	for {
+		c, ok := it.elem()
+		if !ok {
+			return n
+		}
+		if a := field(field(c, "function"), "arguments"); isStr(a) {
+			n += int64(len(a) - 2)
+		}
+	}
+}
+
+// decodedLen is the length of a JSON string literal's value once unescaped,
+// so a streamed partial_json fragment counts like the input object it builds.
+func decodedLen(lit string) int64 {
+	if !isStr(lit) {
+		return 0
+	}
+	s := lit[1 : len(lit)-1]
+	var n int64
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			if s[i+1] == 'u' && i+5 < len(s) {
+				n += int64(utf8RuneLenHex(s[i+2 : i+6]))
+				i += 5
+			} else {
+				n++
+				i++
+			}
+			continue
+		}
+		n++
+	}
+	return n
+}
+
+// utf8RuneLenHex is the UTF-8 length of the \u escape with hex digits h (a
+// surrogate half counts 2, so a pair counts the 4 bytes of its rune).
+func utf8RuneLenHex(h string) int {
+	var r rune
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		}
+	}
+	switch {
+	case r < 0x80:
+		return 1
+	case r < 0x800:
+		return 2
+	case r >= 0xD800 && r <= 0xDFFF:
+		return 2
+	}
+	return 3
+}
