@@ -1,10 +1,8 @@
 package caddymodule
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -185,7 +183,7 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	if g.NoBoostPriority {
 		priority = 0
 	}
-	body, clamped, err := rewriteBody(body, fields, adm.MaxOutputTokens, format == translate.Chat, priority)
+	body, clamped, err := rewriteBody(body, &fields, adm.MaxOutputTokens, format == translate.Chat, priority)
 	if err != nil {
 		return g.reject(w, format, rejectBadRequest, http.StatusBadRequest, "", err.Error(), 0, ent)
 	}
@@ -211,20 +209,29 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	}
 
 	if repl, ok := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-		repl.Set("timeblock.pool", adm.PoolSlug)
-		repl.Set("timeblock.model", fields.model)
-		repl.Set("timeblock.key_id", ent.KeyID)
-		repl.Set("timeblock.boost", adm.Boosts)
-		repl.Set("timeblock.lanes", adm.Lanes)
+		// One provider, answering at replace time, costs one allocation;
+		// five Set calls cost several and grow the replacer's map, which
+		// reverse_proxy fills too.
+		pool, model, keyID, boosts, lanes := adm.PoolSlug, fields.model, ent.KeyID, adm.Boosts, adm.Lanes
+		repl.Map(func(key string) (any, bool) {
+			switch key {
+			case "timeblock.pool":
+				return pool, true
+			case "timeblock.model":
+				return model, true
+			case "timeblock.key_id":
+				return keyID, true
+			case "timeblock.boost":
+				return boosts, true
+			case "timeblock.lanes":
+				return lanes, true
+			}
+			return nil, false
+		})
 	}
 	caddyhttp.SetVar(ctx, VarBody, body)
 	caddyhttp.SetVar(ctx, VarBoost, priority)
-
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	r.ContentLength = int64(len(body))
-	r.TransferEncoding = nil
-	r.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	setBody(r, body)
 	return next.ServeHTTP(w, r)
 }
 

@@ -5,6 +5,7 @@ package caddymodule
 // the body only when it must (max_tokens above the pool's ceiling, priority).
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -59,6 +60,7 @@ type inferenceFields struct {
 	maxTokens           gjson.Result // messages and chat
 	maxCompletionTokens gjson.Result // chat's newer name for the same limit
 	priority            bool         // the client sent a priority of its own
+	detached            bool         // model no longer points into the body
 }
 
 // scanInference checks that body is one JSON object with a model and reads
@@ -84,8 +86,9 @@ func scanInference(body []byte) (inferenceFields, error) {
 				modelErr = errors.New("model must be a non-empty string")
 				return true
 			}
-			// A copy: the body may be rewritten in place later.
-			f.model = strings.Clone(v.Str)
+			// A view into the body; rewriteBody copies it before it edits
+			// the body in place.
+			f.model = v.Str
 		case "max_tokens":
 			f.maxTokens = v
 		case "max_completion_tokens":
@@ -108,8 +111,9 @@ func scanInference(body []byte) (inferenceFields, error) {
 // max_completion_tokens) above maxOut is lowered to it, and on chat requests
 // priority is set to -boosts while boost members are open and removed
 // otherwise, since only the gate decides who runs first. It returns body
-// itself when nothing changes, and whether max_tokens was clamped.
-func rewriteBody(body []byte, f inferenceFields, maxOut int, chat bool, boosts int) ([]byte, bool, error) {
+// itself when nothing changes, and whether max_tokens was clamped. Before
+// the first edit it copies f.model out of the body.
+func rewriteBody(body []byte, f *inferenceFields, maxOut int, chat bool, boosts int) ([]byte, bool, error) {
 	var err error
 	clamped := false
 	opts := &sjson.Options{Optimistic: true, ReplaceInPlace: true}
@@ -121,17 +125,18 @@ func rewriteBody(body []byte, f inferenceFields, maxOut int, chat bool, boosts i
 			if field.v.Type != gjson.Number || field.v.Num <= float64(maxOut) {
 				continue
 			}
+			f.detach()
 			if body, err = sjson.SetRawBytesOptions(body, field.name, strconv.AppendInt(nil, int64(maxOut), 10), opts); err != nil {
 				return nil, false, fmt.Errorf("clamping %s: %w", field.name, err)
 			}
 			clamped = true
 		}
 	}
-	if chat {
-		switch {
-		case boosts > 0:
+	if chat && (boosts > 0 || f.priority) {
+		f.detach()
+		if boosts > 0 {
 			body, err = sjson.SetRawBytesOptions(body, "priority", strconv.AppendInt(nil, int64(-boosts), 10), opts)
-		case f.priority:
+		} else {
 			body, err = sjson.DeleteBytesOptions(body, "priority", opts)
 		}
 		if err != nil {
@@ -139,4 +144,45 @@ func rewriteBody(body []byte, f inferenceFields, maxOut int, chat bool, boosts i
 		}
 	}
 	return body, clamped, nil
+}
+
+// detach copies the fields that point into the body out of it, so that the
+// body can be edited in place. The gjson results are not used after an edit.
+func (f *inferenceFields) detach() {
+	if !f.detached {
+		f.model, f.detached = strings.Clone(f.model), true
+	}
+}
+
+// bodyReader is the request body the gate forwards: the bytes it read, as
+// one allocation that reads, closes, and rewinds for a retry (GetBody).
+type bodyReader struct {
+	bytes.Reader
+	body []byte
+}
+
+func (b *bodyReader) Close() error { return nil }
+
+func (b *bodyReader) rewind() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(b.body)), nil
+}
+
+// setBody makes body the request's body. The Content-Length header is
+// rewritten only when it says something else, as it does after a rewrite.
+func setBody(r *http.Request, body []byte) {
+	br := &bodyReader{body: body}
+	br.Reset(body)
+	r.Body = br
+	r.GetBody = br.rewind
+	r.ContentLength = int64(len(body))
+	r.TransferEncoding = nil
+	if v := r.Header["Content-Length"]; len(v) != 1 || !isDecimal(v[0], len(body)) {
+		r.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	}
+}
+
+// isDecimal tells whether s is n in decimal, without allocating.
+func isDecimal(s string, n int) bool {
+	var buf [20]byte
+	return s == string(strconv.AppendInt(buf[:0], int64(n), 10))
 }

@@ -625,25 +625,6 @@ func TestGateCaddyfile(t *testing.T) {
 	}
 }
 
-// BenchmarkGateServeHTTP is a whole admitted request through the gate on a
-// cache hit: headers, body read and scan, admission, placeholders, next.
-func BenchmarkGateServeHTTP(b *testing.B) {
-	f := newGateFixture(b, 0)
-	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error { return nil })
-	rec := httptest.NewRecorder()
-	r := f.request(chatPath, tKey, chatBody)
-	body := strings.NewReader(chatBody)
-	b.ReportAllocs()
-	for b.Loop() {
-		body.Reset(chatBody)
-		r.Body = io.NopCloser(body)
-		r.ContentLength = int64(len(chatBody))
-		if err := f.gate.ServeHTTP(rec, r, next); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 func TestGateMetrics(t *testing.T) {
 	f := newGateFixture(t, 0)
 	reg := prometheus.NewPedanticRegistry()

@@ -1,0 +1,355 @@
+package main
+
+// The load generator: a fixed number of client goroutines sending one
+// variant's request as fast as they get answers, for a time slice; the
+// benchmark runs every variant's slice in turn, round after round.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// variant is one way of sending an inference request.
+type variant struct {
+	name   string
+	url    string
+	body   []byte
+	header http.Header
+	stream bool
+	// base names the variant this one is compared with: the upstream called
+	// directly for the bare proxy, the bare proxy for the gate ("" for the
+	// upstream itself).
+	base string
+	// caddy is false for the upstream called directly.
+	caddy bool
+	check func(body []byte) error
+}
+
+// Request bodies: small and ordinary, what an SDK sends for a short chat.
+const (
+	chatBody = `{"model":"` + benchModel + `","messages":[{"role":"system","content":"You are a concise assistant."},` +
+		`{"role":"user","content":"Write a haiku about load balancers."}],"max_tokens":256,"temperature":0.7}`
+	chatStreamBody = `{"model":"` + benchModel + `","messages":[{"role":"system","content":"You are a concise assistant."},` +
+		`{"role":"user","content":"Write a haiku about load balancers."}],"max_tokens":256,"temperature":0.7,` +
+		`"stream":true,"stream_options":{"include_usage":true}}`
+	messagesBody = `{"model":"` + benchModel + `","max_tokens":256,"system":"You are a concise assistant.",` +
+		`"messages":[{"role":"user","content":"Write a haiku about load balancers."}],"temperature":0.7}`
+	messagesStreamBody = `{"model":"` + benchModel + `","max_tokens":256,"system":"You are a concise assistant.",` +
+		`"messages":[{"role":"user","content":"Write a haiku about load balancers."}],"temperature":0.7,"stream":true}`
+)
+
+const (
+	vDirect       = "upstream direct"
+	vDirectStream = "upstream direct stream"
+	vProxy        = "reverse_proxy"
+	vProxyStream  = "reverse_proxy stream"
+)
+
+func chatHeader(key string) http.Header {
+	h := http.Header{"Content-Type": {"application/json"}}
+	if key != "" {
+		h.Set("Authorization", "Bearer "+key)
+	}
+	return h
+}
+
+func messagesHeader(key string) http.Header {
+	return http.Header{"Content-Type": {"application/json"}, "X-Api-Key": {key}, "Anthropic-Version": {"2023-06-01"}}
+}
+
+// variants lists what one run compares. The bare reverse_proxy gets the
+// same key header as the gate, so both parse the same request.
+func variants(up *upstream, c *caddyProc, k *keys) []*variant {
+	chatPath, messagesPath := "/v1/chat/completions", "/compat/v1/messages"
+	vs := []*variant{
+		{name: vDirect, url: up.url + chatPath, body: []byte(chatBody), header: chatHeader(k.single), check: checkChat},
+		{name: vDirectStream, url: up.url + chatPath, body: []byte(chatStreamBody), header: chatHeader(k.single), stream: true, check: checkChatStream(up.chunks)},
+		{name: vProxy, url: c.proxyURL + chatPath, body: []byte(chatBody), header: chatHeader(k.single), base: vDirect, caddy: true, check: checkChat},
+		{name: vProxyStream, url: c.proxyURL + chatPath, body: []byte(chatStreamBody), header: chatHeader(k.single), stream: true, base: vDirectStream, caddy: true, check: checkChatStream(up.chunks)},
+	}
+	for _, key := range []struct{ label, key string }{{"(key)", k.single}, {"(combined key)", k.combined}} {
+		vs = append(vs,
+			&variant{name: "gate chat→chat " + key.label, url: c.gateURL + chatPath, body: []byte(chatBody),
+				header: chatHeader(key.key), base: vProxy, caddy: true, check: checkChat},
+			&variant{name: "gate messages→chat " + key.label, url: c.gateURL + messagesPath, body: []byte(messagesBody),
+				header: messagesHeader(key.key), base: vProxy, caddy: true, check: checkMessages},
+			&variant{name: "gate messages→chat stream " + key.label, url: c.gateURL + messagesPath, body: []byte(messagesStreamBody),
+				header: messagesHeader(key.key), stream: true, base: vProxyStream, caddy: true, check: checkMessagesStream(up.chunks)},
+		)
+	}
+	return vs
+}
+
+func checkChat(b []byte) error {
+	if gjson.GetBytes(b, "object").Str != "chat.completion" || gjson.GetBytes(b, "choices.0.message.content").Str == "" {
+		return fmt.Errorf("not a chat completion: %.300s", b)
+	}
+	return nil
+}
+
+func checkMessages(b []byte) error {
+	if gjson.GetBytes(b, "type").Str != "message" || gjson.GetBytes(b, "content.0.text").Str == "" ||
+		gjson.GetBytes(b, "stop_reason").Str != "end_turn" {
+		return fmt.Errorf("not a messages response: %.300s", b)
+	}
+	return nil
+}
+
+func checkChatStream(chunks int) func([]byte) error {
+	return func(b []byte) error {
+		if n := bytes.Count(b, []byte(`"delta":{"content":"`)); n < chunks || !bytes.HasSuffix(b, []byte("data: [DONE]\n\n")) {
+			return fmt.Errorf("chat stream with %d content chunks (want %d) or no [DONE]: %.300s", n, chunks, b)
+		}
+		return nil
+	}
+}
+
+func checkMessagesStream(chunks int) func([]byte) error {
+	return func(b []byte) error {
+		if n := bytes.Count(b, []byte("event: content_block_delta\n")); n != chunks || !bytes.Contains(b, []byte("event: message_stop\n")) {
+			return fmt.Errorf("messages stream with %d text deltas (want %d) or no message_stop: %.300s", n, chunks, b)
+		}
+		return nil
+	}
+}
+
+// sliceResult is what one time slice of one variant measured.
+type sliceResult struct {
+	requests, errors int
+	firstErr         error
+	elapsed          time.Duration
+	latency, ttfb    []time.Duration // per request
+	caddyCPU         float64         // seconds
+	benchCPU         float64         // seconds, the load generator and upstream
+	otherCPU         float64         // seconds, every other process on the machine
+	stealCPU         float64         // seconds the hypervisor ran someone else
+	mallocs, bytes   float64
+}
+
+func (r sliceResult) rps() float64 { return float64(r.requests) / r.elapsed.Seconds() }
+
+type loader struct {
+	client *http.Client
+	caddy  *caddyProc
+}
+
+func newLoader(c *caddyProc, conns int) *loader {
+	tr := &http.Transport{
+		MaxIdleConns:        4 * conns,
+		MaxIdleConnsPerHost: 2 * conns,
+		IdleConnTimeout:     time.Minute,
+		DisableCompression:  true,
+	}
+	return &loader{client: &http.Client{Transport: tr}, caddy: c}
+}
+
+// do sends one request and reads the whole answer; ttfb is when the first
+// byte of the body arrived. With keep non-nil, the body is appended to it.
+func (l *loader) do(ctx context.Context, v *variant, buf []byte, keep *[]byte) (total, ttfb time.Duration, err error) {
+	start := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, v.url, bytes.NewReader(v.body))
+	if err != nil {
+		return 0, 0, err
+	}
+	req.Header = v.header
+	resp, err := l.client.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	first := true
+	for {
+		n, rerr := resp.Body.Read(buf)
+		if n > 0 {
+			if first {
+				ttfb, first = time.Since(start), false
+			}
+			if keep != nil {
+				*keep = append(*keep, buf[:n]...)
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return 0, 0, rerr
+		}
+	}
+	total = time.Since(start)
+	if resp.StatusCode != http.StatusOK {
+		msg := ""
+		if keep != nil {
+			msg = string(*keep)
+		}
+		return 0, 0, fmt.Errorf("%s: %s %.300s", v.name, resp.Status, msg)
+	}
+	return total, ttfb, nil
+}
+
+// verify sends one request of the variant and checks the answer.
+func (l *loader) verify(v *variant) error {
+	var body []byte
+	if _, _, err := l.do(context.Background(), v, make([]byte, 32<<10), &body); err != nil {
+		return err
+	}
+	if err := v.check(body); err != nil {
+		return fmt.Errorf("%s: %w", v.name, err)
+	}
+	return nil
+}
+
+// run keeps conc clients busy with v for d. With measure, it also reads
+// the CPU time of this process and of Caddy, and Caddy's allocations,
+// before and after.
+func (l *loader) run(v *variant, conc int, d time.Duration, measure bool) (sliceResult, error) {
+	var res sliceResult
+	var before reading
+	var benchBefore, busyBefore, stealBefore float64
+	if measure {
+		var err error
+		if v.caddy {
+			if before, err = l.caddy.read(); err != nil {
+				return res, err
+			}
+		}
+		benchBefore, _ = procCPU(os.Getpid(), l.caddy.clockTick)
+		busyBefore, stealBefore, _ = machineCPU(l.caddy.clockTick)
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(d)
+	for range conc {
+		wg.Go(func() {
+			buf := make([]byte, 32<<10)
+			lat := make([]time.Duration, 0, 1024)
+			var ttfb []time.Duration
+			if v.stream {
+				ttfb = make([]time.Duration, 0, 1024)
+			}
+			errs := 0
+			var firstErr error
+			for time.Now().Before(deadline) {
+				total, first, err := l.do(context.Background(), v, buf, nil)
+				if err != nil {
+					errs++
+					if firstErr == nil {
+						firstErr = err
+					}
+					continue
+				}
+				lat = append(lat, total)
+				if v.stream {
+					ttfb = append(ttfb, first)
+				}
+			}
+			mu.Lock()
+			res.requests += len(lat)
+			res.errors += errs
+			if res.firstErr == nil {
+				res.firstErr = firstErr
+			}
+			res.latency = append(res.latency, lat...)
+			res.ttfb = append(res.ttfb, ttfb...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	if measure {
+		benchAfter, _ := procCPU(os.Getpid(), l.caddy.clockTick)
+		busyAfter, stealAfter, _ := machineCPU(l.caddy.clockTick)
+		res.benchCPU = benchAfter - benchBefore
+		res.stealCPU = stealAfter - stealBefore
+		res.otherCPU = busyAfter - busyBefore - res.benchCPU // less Caddy's, below
+	}
+	if measure && v.caddy {
+		after, err := l.caddy.read()
+		if err != nil {
+			return res, err
+		}
+		res.caddyCPU = after.cpu - before.cpu
+		res.otherCPU -= res.caddyCPU
+		// One scrape (the "after" one) happened inside the window.
+		res.mallocs = max(after.mallocs-before.mallocs-l.caddy.scrapeMallocs, 0)
+		res.bytes = max(after.bytes-before.bytes-l.caddy.scrapeBytes, 0)
+	}
+	return res, nil
+}
+
+// flushDelays streams a paced response through v several times and returns,
+// for every token, how long after the upstream sent it the client had it.
+func (l *loader) flushDelays(v *variant, up *upstream, streams int) ([]time.Duration, error) {
+	pv := *v
+	pv.header = v.header.Clone()
+	pv.header.Set(modeHeader, "paced")
+	var delays []time.Duration
+	for range streams {
+		req, err := http.NewRequest(http.MethodPost, pv.url, bytes.NewReader(pv.body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header = pv.header
+		resp, err := l.client.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		got := make([]time.Time, pacedTokens)
+		br := bufio.NewReaderSize(resp.Body, 64<<10)
+		for {
+			line, err := br.ReadSlice('\n')
+			now := time.Now()
+			if i := bytes.Index(line, []byte(" tok")); i >= 0 {
+				rest := line[i+4:]
+				j := bytes.IndexByte(rest, '.')
+				if n, perr := strconv.Atoi(string(rest[:max(j, 0)])); perr == nil && n >= 0 && n < pacedTokens && got[n].IsZero() {
+					got[n] = now
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("%s paced: %s", v.name, resp.Status)
+		}
+		sent := up.sentAt()
+		if len(sent) != pacedTokens {
+			return nil, fmt.Errorf("%s paced: upstream sent %d tokens, want %d", v.name, len(sent), pacedTokens)
+		}
+		for i, t := range got {
+			if t.IsZero() {
+				return nil, fmt.Errorf("%s paced: token %d never reached the client", v.name, i)
+			}
+			delays = append(delays, t.Sub(sent[i]))
+		}
+	}
+	return delays, nil
+}
+
+// quantile returns the q-quantile of sorted durations.
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q * float64(len(sorted)-1))
+	return sorted[i]
+}
+
+func sortedCopy(d []time.Duration) []time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s
+}

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// summary is one variant's figures over all rounds.
+type summary struct {
+	rps, rpsCV       float64 // requests/s over all slices; coefficient of variation between rounds
+	p50, p99         time.Duration
+	cpu, benchCPU    float64 // seconds per request
+	mallocs, bytes   float64 // per request
+	c1p50, c1p99     time.Duration
+	c1ttfb           time.Duration // stream first byte at concurrency 1
+	requests, c1reqs int
+	// Against the base variant: medians over the rounds of the ratio within
+	// each round, so that a slow round (a neighbour busy on the machine)
+	// weighs on both sides of the ratio alike.
+	rpsRatio, cpuRatio float64
+}
+
+func summarize(load, c1, baseLoad []sliceResult) summary {
+	var s summary
+	var elapsed time.Duration
+	var lat []time.Duration
+	var rates []float64
+	for _, r := range load {
+		s.requests += r.requests
+		elapsed += r.elapsed
+		s.cpu += r.caddyCPU
+		s.benchCPU += r.benchCPU
+		s.mallocs += r.mallocs
+		s.bytes += r.bytes
+		lat = append(lat, r.latency...)
+		rates = append(rates, r.rps())
+	}
+	if s.requests > 0 {
+		n := float64(s.requests)
+		s.rps = n / elapsed.Seconds()
+		s.cpu, s.benchCPU, s.mallocs, s.bytes = s.cpu/n, s.benchCPU/n, s.mallocs/n, s.bytes/n
+	}
+	if len(rates) > 1 {
+		var mean, sq float64
+		for _, r := range rates {
+			mean += r
+		}
+		mean /= float64(len(rates))
+		for _, r := range rates {
+			sq += (r - mean) * (r - mean)
+		}
+		s.rpsCV = math.Sqrt(sq/float64(len(rates)-1)) / mean
+	}
+	lat = sortedCopy(lat)
+	s.p50, s.p99 = quantile(lat, 0.5), quantile(lat, 0.99)
+	var c1lat, c1ttfb []time.Duration
+	for _, r := range c1 {
+		s.c1reqs += r.requests
+		c1lat = append(c1lat, r.latency...)
+		c1ttfb = append(c1ttfb, r.ttfb...)
+	}
+	c1lat = sortedCopy(c1lat)
+	s.c1p50, s.c1p99 = quantile(c1lat, 0.5), quantile(c1lat, 0.99)
+	s.c1ttfb = quantile(sortedCopy(c1ttfb), 0.5)
+	if len(baseLoad) == len(load) {
+		var rr, cr []float64
+		for i, r := range load {
+			b := baseLoad[i]
+			if b.requests == 0 || r.requests == 0 {
+				continue
+			}
+			rr = append(rr, r.rps()/b.rps())
+			if b.caddyCPU > 0 && r.caddyCPU > 0 {
+				cr = append(cr, (r.caddyCPU/float64(r.requests))/(b.caddyCPU/float64(b.requests)))
+			}
+		}
+		s.rpsRatio, s.cpuRatio = median(rr), median(cr)
+	}
+	return s
+}
+
+func median(x []float64) float64 {
+	if len(x) == 0 {
+		return 0
+	}
+	x = slices.Clone(x)
+	slices.Sort(x)
+	if n := len(x); n%2 == 0 {
+		return (x[n/2-1] + x[n/2]) / 2
+	}
+	return x[len(x)/2]
+}
+
+func us(d time.Duration) string { return fmt.Sprintf("%.0f", float64(d)/float64(time.Microsecond)) }
+
+func signedUS(d time.Duration) string {
+	return fmt.Sprintf("%+.0f", float64(d)/float64(time.Microsecond))
+}
+
+func ratio(r float64) string {
+	if r == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", r)
+}
+
+const mb = 1 << 20
+
+// target is one of issue 6's targets and how this run fared.
+type target struct {
+	what, got string
+	met       bool
+}
+
+func report(w io.Writer, out *outcome) {
+	o := out.opts
+	sums := map[string]summary{}
+	var other, steal, wall float64
+	for _, v := range out.vs {
+		sums[v.name] = summarize(out.load[v.name], out.c1[v.name], out.load[v.base])
+		for _, r := range out.load[v.name] {
+			other, steal, wall = other+r.otherCPU, steal+r.stealCPU, wall+r.elapsed.Seconds()
+		}
+	}
+	fmt.Fprintf(w, "loadbench %s  %s/%s, %d CPUs, %s\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
+	fmt.Fprintf(w, "%d rounds, each variant %v at %d clients then %v at 1 client, interleaved; %d token chunks per stream; combined key: %d members, %d lanes; run took %v\n",
+		o.rounds, o.slice, o.conc, o.latSlice, o.chunks, o.members, out.lanes, out.elapsed.Round(time.Second))
+	if wall > 0 {
+		// Per-process and machine-wide times are sampled apart, so a quiet
+		// machine can come out slightly below zero.
+		fmt.Fprintf(w, "during the %d-client slices, other processes on the machine used %.0f%% of one CPU on average, and the hypervisor took %.0f%%\n",
+			o.conc, max(100*other/wall, 0), 100*steal/wall)
+	}
+	fmt.Fprintln(w)
+
+	if o.rounds > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "%d clients\treq/s\t±%%\t×base\tp50 µs\tp99 µs\tCaddy CPU µs/req\t×base\tallocs/req\tKB/req\tclient+upstream CPU µs/req\t\n", o.conc)
+		for _, v := range out.vs {
+			s := sums[v.name]
+			cpu, allocs, kb := "-", "-", "-"
+			if v.caddy {
+				cpu = fmt.Sprintf("%.0f", s.cpu*1e6)
+				allocs = fmt.Sprintf("%.0f", s.mallocs)
+				kb = fmt.Sprintf("%.1f", s.bytes/1024)
+			}
+			fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t\n", v.name, s.rps, s.rpsCV*100, ratio(s.rpsRatio),
+				us(s.p50), us(s.p99), cpu, ratio(s.cpuRatio), allocs, kb, s.benchCPU*1e6)
+		}
+		tw.Flush()
+		fmt.Fprintln(w, "±%: variation of req/s between rounds; ×base: median over the rounds of the ratio to the base variant in the same round")
+		fmt.Fprintln(w)
+
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "1 client\trequests\tp50 µs\t+base\tp99 µs\tfirst byte p50 µs\t+base\t\n")
+		for _, v := range out.vs {
+			s, b := sums[v.name], sums[v.base]
+			add, ttfb, addTTFB := "-", "-", "-"
+			if v.base != "" {
+				add = signedUS(s.c1p50 - b.c1p50)
+			}
+			if v.stream {
+				ttfb = us(s.c1ttfb)
+				if v.base != "" {
+					addTTFB = signedUS(s.c1ttfb - b.c1ttfb)
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t\n", v.name, s.c1reqs, us(s.c1p50), add, us(s.c1p99), ttfb, addTTFB)
+		}
+		tw.Flush()
+		fmt.Fprintln(w, "base: the upstream called directly for reverse_proxy rows, the bare reverse_proxy (same kind, streaming or not) for gate rows")
+		fmt.Fprintln(w)
+	}
+
+	var targets []target
+	if len(out.flush) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "chunk flushing: %d tokens %v apart\ttokens\tdelay p50 µs\tdelay max µs\t\n", pacedTokens, upstreamPace)
+		for _, v := range out.vs {
+			d, ok := out.flush[v.name]
+			if !ok {
+				continue
+			}
+			d = sortedCopy(d)
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t\n", v.name, len(d), us(quantile(d, 0.5)), us(d[len(d)-1]))
+			if strings.HasPrefix(v.name, "gate") {
+				// Flushed as it arrives: every token reached the client before
+				// the upstream sent the next one.
+				targets = append(targets, target{"each chunk flushed as it arrives: " + v.name,
+					fmt.Sprintf("max delay %s µs (< %v)", us(d[len(d)-1]), upstreamPace), d[len(d)-1] < upstreamPace})
+			}
+		}
+		tw.Flush()
+		fmt.Fprintln(w, "delay: from the upstream writing a token to the client reading it")
+		fmt.Fprintln(w)
+	}
+
+	for i, m := range out.mem {
+		fmt.Fprintf(w, "%d slow streams (a token a second) open at once through %s, opened in %v:\n",
+			m.streams, m.what, m.openTime.Round(time.Millisecond))
+		fmt.Fprintf(w, "  Caddy heap in use %.1f MB (idle %.1f MB); live heap after GC %.1f MB (idle %.1f MB), %.1f KB per stream; goroutines %.0f (idle %.0f); RSS %.1f MB (idle %.1f MB)\n",
+			m.openInuse/mb, m.idleInuse/mb, m.openLive/mb, m.idleLive/mb, m.perStream()/1024, m.goroutines, m.idleGoroutines, m.openRSS/mb, m.idleRSS/mb)
+		if i == len(out.mem)-1 {
+			fmt.Fprintln(w)
+			targets = append(targets, target{fmt.Sprintf("%d slow streams through the gate hold < 100 MB of heap", m.streams),
+				fmt.Sprintf("%.1f MB in use", m.openInuse/mb), m.openInuse < 100*mb})
+		}
+	}
+
+	if o.rounds > 0 {
+		var t []target
+		for _, v := range out.vs {
+			s, b := sums[v.name], sums[v.base]
+			if !strings.HasPrefix(v.name, "gate") || b.requests == 0 {
+				continue
+			}
+			if v.stream {
+				d := s.c1ttfb - b.c1ttfb
+				t = append(t, target{"added first-byte p50 ≤ 50 µs: " + v.name, signedUS(d) + " µs", d <= 50*time.Microsecond})
+				continue
+			}
+			r := s.rpsRatio
+			t = append(t, target{"throughput ≥ 0.85 × reverse_proxy: " + v.name, fmt.Sprintf("%.2f", r), r >= 0.85})
+			d := s.c1p50 - b.c1p50
+			t = append(t, target{"added p50 at 1 client ≤ 50 µs: " + v.name, signedUS(d) + " µs", d <= 50*time.Microsecond})
+			if c := s.cpuRatio; c > 0 {
+				t = append(t, target{"Caddy CPU per request ≤ 1.15 × reverse_proxy: " + v.name, fmt.Sprintf("%.2f", c), c <= 1.15})
+			}
+		}
+		targets = append(t, targets...)
+	}
+	if len(targets) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "target (issue 6)\tthis run\t")
+		for _, t := range targets {
+			verdict := "met"
+			if !t.met {
+				verdict = "NOT MET"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", t.what, t.got, verdict)
+		}
+		tw.Flush()
+	}
+}

@@ -1,0 +1,202 @@
+package main
+
+// The instant upstream: an in-process chat-completions server that answers
+// as fast as it can, so that what the benchmark measures is the proxy. It
+// speaks the way vLLM does: a JSON completion, or an SSE stream of one chunk
+// per token, each written and flushed on its own, then a finish chunk, a
+// usage chunk and [DONE].
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+const benchModel = "bench-model"
+
+// Request headers that pick the upstream's behaviour; the gate and
+// reverse_proxy pass them through unchanged.
+const (
+	// modeHeader "paced" sends the stream's tokens pacedInterval apart and
+	// records when each was flushed; "slow" sends a token a second until the
+	// client leaves.
+	modeHeader = "X-Bench-Mode"
+)
+
+type upstream struct {
+	chunks     int
+	completion []byte   // the non-streaming answer
+	head       [][]byte // role chunk
+	tokens     [][]byte // one chunk per token
+	tail       [][]byte // finish, usage, [DONE]
+
+	srv *http.Server
+	url string
+
+	pacedMu   sync.Mutex
+	pacedSent []time.Time // when each token of the current paced stream was sent
+
+	bufs sync.Pool
+}
+
+func startUpstream(chunks int) (*upstream, error) {
+	u := &upstream{chunks: chunks}
+	u.bufs.New = func() any { b := new(bytes.Buffer); b.Grow(4 << 10); return b }
+	u.build()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("upstream: %w", err)
+	}
+	u.url = "http://" + ln.Addr().String()
+	u.srv = &http.Server{Handler: u, ReadHeaderTimeout: 10 * time.Second}
+	go u.srv.Serve(ln)
+	return u, nil
+}
+
+func (u *upstream) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if u.srv.Shutdown(ctx) != nil {
+		u.srv.Close()
+	}
+}
+
+// words are the reply's tokens, repeated as needed.
+var words = []string{" Packets", " drift", " through", " the", " night", ",", " one", " server", " breathes", " while",
+	" another", " rests", ";", " the", " balancer", " hums", " its", " quiet", " round", "-robin", " song", "."}
+
+func (u *upstream) build() {
+	const id = `"id":"chatcmpl-5f0c1b7e9a2d4c3b8e6f","object":"chat.completion.chunk","created":1767225600,"model":"` + benchModel + `"`
+	u.head = [][]byte{[]byte(`data: {` + id + `,"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}` + "\n\n")}
+	var text bytes.Buffer
+	for i := range u.chunks {
+		w := words[i%len(words)]
+		text.WriteString(w)
+		u.tokens = append(u.tokens, []byte(`data: {`+id+`,"choices":[{"index":0,"delta":{"content":`+strconv.Quote(w)+`},"logprobs":null,"finish_reason":null}]}`+"\n\n"))
+	}
+	usage := `{"prompt_tokens":31,"total_tokens":` + strconv.Itoa(31+u.chunks) + `,"completion_tokens":` + strconv.Itoa(u.chunks) + `}`
+	u.tail = [][]byte{
+		[]byte(`data: {` + id + `,"choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"stop","stop_reason":null}]}` + "\n\n"),
+		[]byte(`data: {` + id + `,"choices":[],"usage":` + usage + `}` + "\n\n"),
+		[]byte("data: [DONE]\n\n"),
+	}
+	u.completion = []byte(`{"id":"chatcmpl-5f0c1b7e9a2d4c3b8e6f","object":"chat.completion","created":1767225600,"model":"` + benchModel +
+		`","choices":[{"index":0,"message":{"role":"assistant","content":` + strconv.Quote(text.String()) +
+		`,"tool_calls":[]},"logprobs":null,"finish_reason":"stop","stop_reason":null}],"usage":` + usage + `,"prompt_logprobs":null}`)
+}
+
+// pacedToken is the content of token i of a paced stream, which the client
+// finds again in whatever format it receives.
+func pacedToken(i int) string { return " tok" + strconv.Itoa(i) + "." }
+
+func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	buf := u.bufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	_, err := io.Copy(buf, r.Body)
+	stream := bytes.Contains(buf.Bytes(), []byte(`"stream":true`))
+	u.bufs.Put(buf)
+	if err != nil {
+		return
+	}
+	if r.Method != http.MethodPost {
+		http.Error(w, "POST only", http.StatusMethodNotAllowed)
+		return
+	}
+	if !stream {
+		h := w.Header()
+		h["Content-Type"] = []string{"application/json"}
+		h["Content-Length"] = []string{strconv.Itoa(len(u.completion))}
+		w.Write(u.completion)
+		return
+	}
+	h := w.Header()
+	h["Content-Type"] = []string{"text/event-stream; charset=utf-8"}
+	h["Cache-Control"] = []string{"no-cache"}
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	send := func(b []byte) bool {
+		if _, err := w.Write(b); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	for _, b := range u.head {
+		if !send(b) {
+			return
+		}
+	}
+	switch r.Header.Get(modeHeader) {
+	case "paced":
+		u.paced(r.Context(), send)
+	case "slow":
+		u.slow(r.Context(), send)
+	default:
+		for _, b := range u.tokens {
+			if !send(b) {
+				return
+			}
+		}
+	}
+	for _, b := range u.tail {
+		if !send(b) {
+			return
+		}
+	}
+}
+
+// A paced stream: pacedTokens tokens, upstreamPace apart.
+const (
+	pacedTokens  = 10
+	upstreamPace = 20 * time.Millisecond
+)
+
+// paced sends pacedTokens tokens upstreamPace apart and notes when each one
+// was sent. One paced stream runs at a time.
+func (u *upstream) paced(ctx context.Context, send func([]byte) bool) {
+	u.pacedMu.Lock()
+	defer u.pacedMu.Unlock()
+	u.pacedSent = u.pacedSent[:0]
+	for i := range pacedTokens {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(upstreamPace):
+		}
+		chunk := `data: {"id":"chatcmpl-paced","object":"chat.completion.chunk","created":1767225600,"model":"` + benchModel +
+			`","choices":[{"index":0,"delta":{"content":"` + pacedToken(i) + `"},"logprobs":null,"finish_reason":null}]}` + "\n\n"
+		u.pacedSent = append(u.pacedSent, time.Now())
+		if !send([]byte(chunk)) {
+			return
+		}
+	}
+}
+
+// sentAt returns the send times of the last paced stream's tokens.
+func (u *upstream) sentAt() []time.Time {
+	u.pacedMu.Lock()
+	defer u.pacedMu.Unlock()
+	return append([]time.Time(nil), u.pacedSent...)
+}
+
+// slow sends one token a second until the client goes away (at most 10
+// minutes), the way a long generation holds a connection open.
+func (u *upstream) slow(ctx context.Context, send func([]byte) bool) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for i := 0; i < 600; i++ {
+		if !send(u.tokens[i%len(u.tokens)]) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
