@@ -3,6 +3,8 @@ package caddymodule
 import (
 	"errors"
 	"net/http"
+	"slices"
+	"sync"
 
 	"github.com/caddyserver/caddy/v2"
 )
@@ -12,8 +14,8 @@ func init() {
 }
 
 // Admin serves the operator endpoints under /timeblock/ on Caddy's admin API.
-// Admin routers are provisioned before apps, so it finds the timeblock app of
-// the running config at request time.
+// Admin routers are provisioned before apps, so it finds the timeblock app at
+// request time (see liveApps).
 type Admin struct{}
 
 // CaddyModule returns the Caddy module information.
@@ -41,14 +43,38 @@ func (a *Admin) serve(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// activeApp returns the timeblock app of the running config, if any.
+// liveApps lists the provisioned timeblock apps, newest last. Admin routers
+// are provisioned before apps and get no handle on them, and
+// caddy.ActiveContext() only changes after every app of a new config has
+// started, so at startup (and during a reload) the operator endpoints would
+// answer 503 while the HTTP servers already serve. Apps register at the end
+// of Provision and leave in Cleanup: the newest live app serves, and if a new
+// config fails to start, its app leaves and the running one serves again.
+var liveApps struct {
+	sync.Mutex
+	apps []*App
+}
+
+func registerApp(a *App) {
+	liveApps.Lock()
+	defer liveApps.Unlock()
+	liveApps.apps = append(liveApps.apps, a)
+}
+
+func unregisterApp(a *App) {
+	liveApps.Lock()
+	defer liveApps.Unlock()
+	liveApps.apps = slices.DeleteFunc(liveApps.apps, func(x *App) bool { return x == a })
+}
+
+// activeApp returns the newest provisioned timeblock app, if any.
 func activeApp() (*App, bool) {
-	app, err := caddy.ActiveContext().AppIfConfigured("timeblock")
-	if err != nil || app == nil {
-		return nil, false
+	liveApps.Lock()
+	defer liveApps.Unlock()
+	if n := len(liveApps.apps); n > 0 {
+		return liveApps.apps[n-1], true
 	}
-	a, ok := app.(*App)
-	return a, ok
+	return nil, false
 }
 
 // Interface guards

@@ -162,6 +162,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	opts := api.Options{MaxBody: a.MaxRequestBody, Logger: a.logger}
 	a.api = api.New(a.service, opts)
 	a.operator = api.NewOperator(a.service, opts)
+	registerApp(a)
 	return nil
 }
 
@@ -235,6 +236,7 @@ func (a *App) Service() *accounts.Service { return a.service }
 // Cleanup releases this config's hold on the shared state; the store closes
 // when the last config using it is gone.
 func (a *App) Cleanup() error {
+	unregisterApp(a)
 	if a.shared == nil {
 		return nil
 	}

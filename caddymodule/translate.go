@@ -142,32 +142,33 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	}
 
 	bp := bodyPool.Get().(*[]byte)
-	defer func() {
-		if cap(*bp) <= maxPooledBody {
-			bodyPool.Put(bp)
-		}
-	}()
-	out, req, terr := translate.TranslateRequest(client, body, &t.cfg, (*bp)[:0])
-	*bp = out
-	if terr != nil {
-		return terr.Write(w, client)
-	}
+	built, req, terr := translate.TranslateRequest(client, body, &t.cfg, (*bp)[:0])
 	// Boosted keys run first on a chat upstream (vLLM's priority: lower runs
 	// first). The gate set it on chat bodies; a chat body built here from a
 	// messages request gets it now. The body ends with its closing brace.
-	if client == translate.Messages && t.cfg.Upstream == translate.Chat {
+	if terr == nil && client == translate.Messages && t.cfg.Upstream == translate.Chat {
 		if n, ok := caddyhttp.GetVar(r.Context(), VarBoost).(int); ok && n > 0 {
-			out = append(out[:len(out)-1], `,"priority":`...)
-			out = strconv.AppendInt(out, int64(-n), 10)
-			out = append(out, '}')
-			*bp = out
+			built = append(built[:len(built)-1], `,"priority":`...)
+			built = strconv.AppendInt(built, int64(-n), 10)
+			built = append(built, '}')
 		}
 	}
-	r.Body = io.NopCloser(bytes.NewReader(out))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(out)), nil }
-	r.ContentLength = int64(len(out))
-	r.Header.Set("Content-Length", strconv.Itoa(len(out)))
-	r.TransferEncoding = nil
+	// The body must stay readable for as long as the response lasts (a
+	// stream can take minutes), so it goes upstream as an exact-size copy
+	// and the pooled buffer is back in the pool at once: a thousand open
+	// streams would otherwise hold a thousand 16 KiB buffers.
+	var out []byte
+	if terr == nil {
+		out = bytes.Clone(built)
+	}
+	*bp = built
+	if cap(built) <= maxPooledBody {
+		bodyPool.Put(bp)
+	}
+	if terr != nil {
+		return terr.Write(w, client)
+	}
+	setBody(r, out)
 	r.URL.Path, r.URL.RawPath = t.Path, ""
 	// The response is read and rewritten here, so it must come uncompressed.
 	r.Header.Set("Accept-Encoding", "identity")

@@ -1,7 +1,8 @@
 package main
 
 // The Caddy under test: one process, built from ./cmd/caddy, serving the
-// bare reverse_proxy and the gate side by side on loopback ports, and the
+// bare reverse_proxy, the gate with translation, and the gate alone side by
+// side on loopback ports, and the
 // readings the benchmark takes from it (CPU time from /proc, allocations and
 // heap from the admin endpoint's /metrics).
 
@@ -37,6 +38,7 @@ type caddyProc struct {
 	done              chan struct{}
 	log               *os.File
 	proxyURL, gateURL string
+	gateOnlyURL       string // the gate without timeblock_translate
 	adminURL          string
 	pid               int
 	admin             *http.Client
@@ -45,7 +47,7 @@ type caddyProc struct {
 	scrapeBytes       float64
 }
 
-// caddyfile is the configuration under test. Both sites route the inference
+// caddyfile is the configuration under test. The sites route the inference
 // paths the same way and proxy with the same transport settings, so the only
 // difference between them is timeblock_gate and timeblock_translate.
 const caddyfile = `{
@@ -97,6 +99,17 @@ const caddyfile = `{
 		import upstream
 	}
 }
+
+# The gate without translation, to tell the two apart.
+:{GATEONLY} {
+	@inference path /v1/chat/completions /compat/v1/messages
+	handle @inference {
+		timeblock_gate {
+			lane_wait 30s
+		}
+		import upstream
+	}
+}
 `
 
 const memPool = `		pool mem {
@@ -113,7 +126,7 @@ const memModel = "bench-mem-model"
 // startCaddy writes the Caddyfile into dir and runs bin on free ports.
 // memSlots > 0 adds the pool of the slow-stream check.
 func startCaddy(bin, dir, upstreamAddr string, memSlots int) (*caddyProc, error) {
-	ports, err := freePorts(3)
+	ports, err := freePorts(4)
 	if err != nil {
 		return nil, err
 	}
@@ -125,6 +138,7 @@ func startCaddy(bin, dir, upstreamAddr string, memSlots int) (*caddyProc, error)
 		"{ADMIN}", strconv.Itoa(ports[0]),
 		"{PROXY}", strconv.Itoa(ports[1]),
 		"{GATE}", strconv.Itoa(ports[2]),
+		"{GATEONLY}", strconv.Itoa(ports[3]),
 		"{DIR}", dir,
 		"{UPSTREAM}", upstreamAddr,
 		"{MEMPOOL}", mp,
@@ -147,19 +161,20 @@ func startCaddy(bin, dir, upstreamAddr string, memSlots int) (*caddyProc, error)
 		return nil, fmt.Errorf("starting caddy: %w", err)
 	}
 	c := &caddyProc{
-		cmd:       cmd,
-		done:      make(chan struct{}),
-		log:       logf,
-		adminURL:  "http://127.0.0.1:" + strconv.Itoa(ports[0]),
-		proxyURL:  "http://127.0.0.1:" + strconv.Itoa(ports[1]),
-		gateURL:   "http://127.0.0.1:" + strconv.Itoa(ports[2]),
-		pid:       cmd.Process.Pid,
-		admin:     &http.Client{Timeout: 60 * time.Second},
-		clockTick: 100, // USER_HZ: 100 on every Linux this runs on
+		cmd:         cmd,
+		done:        make(chan struct{}),
+		log:         logf,
+		adminURL:    "http://127.0.0.1:" + strconv.Itoa(ports[0]),
+		proxyURL:    "http://127.0.0.1:" + strconv.Itoa(ports[1]),
+		gateURL:     "http://127.0.0.1:" + strconv.Itoa(ports[2]),
+		gateOnlyURL: "http://127.0.0.1:" + strconv.Itoa(ports[3]),
+		pid:         cmd.Process.Pid,
+		admin:       &http.Client{Timeout: 60 * time.Second},
+		clockTick:   100, // USER_HZ: 100 on every Linux this runs on
 	}
 	go func() { cmd.Wait(); close(c.done) }()
 	deadline := time.Now().Add(30 * time.Second)
-	for _, addr := range []string{c.gateURL, c.proxyURL, c.adminURL} {
+	for _, addr := range []string{c.gateURL, c.gateOnlyURL, c.proxyURL, c.adminURL} {
 		for {
 			select {
 			case <-c.done:

@@ -14,6 +14,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,7 +34,9 @@ type variant struct {
 	base string
 	// caddy is false for the upstream called directly.
 	caddy bool
-	check func(body []byte) error
+	// target marks the variants issue 6 sets targets for.
+	target bool
+	check  func(body []byte) error
 }
 
 // Request bodies: small and ordinary, what an SDK sends for a short chat.
@@ -48,6 +51,39 @@ const (
 	messagesStreamBody = `{"model":"` + benchModel + `","max_tokens":256,"system":"You are a concise assistant.",` +
 		`"messages":[{"role":"user","content":"Write a haiku about load balancers."}],"temperature":0.7,"stream":true}`
 )
+
+// bodies are the request bodies of a run.
+type bodies struct{ chat, chatStream, messages, messagesStream []byte }
+
+// makeBodies returns the small bodies, or with history > 0 the same requests
+// after a conversation of about that many bytes (alternating user and
+// assistant turns), as an agent sends them.
+func makeBodies(history int) bodies {
+	if history <= 0 {
+		return bodies{[]byte(chatBody), []byte(chatStreamBody), []byte(messagesBody), []byte(messagesStreamBody)}
+	}
+	const para = "The build failed because the linker could not find the symbol init_module; " +
+		"check the Makefile and the include paths, then run make again with V=1 to see the full command line. "
+	var turns strings.Builder
+	for i := 0; turns.Len() < history; i++ {
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		fmt.Fprintf(&turns, `{"role":%q,"content":%q},`, role, strings.Repeat(para, 3))
+	}
+	// Each body's messages array opens with the system turn (chat) or the
+	// first user turn (messages); the history goes right after "messages":[.
+	with := func(body string, after string) []byte {
+		i := strings.Index(body, after) + len(after)
+		return []byte(body[:i] + turns.String() + body[i:])
+	}
+	chatAfter := `"messages":[{"role":"system","content":"You are a concise assistant."},`
+	return bodies{
+		with(chatBody, chatAfter), with(chatStreamBody, chatAfter),
+		with(messagesBody, `"messages":[`), with(messagesStreamBody, `"messages":[`),
+	}
+}
 
 const (
 	vDirect       = "upstream direct"
@@ -70,24 +106,31 @@ func messagesHeader(key string) http.Header {
 
 // variants lists what one run compares. The bare reverse_proxy gets the
 // same key header as the gate, so both parse the same request.
-func variants(up *upstream, c *caddyProc, k *keys) []*variant {
+func variants(up *upstream, c *caddyProc, k *keys, b bodies) []*variant {
 	chatPath, messagesPath := "/v1/chat/completions", "/compat/v1/messages"
 	vs := []*variant{
-		{name: vDirect, url: up.url + chatPath, body: []byte(chatBody), header: chatHeader(k.single), check: checkChat},
-		{name: vDirectStream, url: up.url + chatPath, body: []byte(chatStreamBody), header: chatHeader(k.single), stream: true, check: checkChatStream(up.chunks)},
-		{name: vProxy, url: c.proxyURL + chatPath, body: []byte(chatBody), header: chatHeader(k.single), base: vDirect, caddy: true, check: checkChat},
-		{name: vProxyStream, url: c.proxyURL + chatPath, body: []byte(chatStreamBody), header: chatHeader(k.single), stream: true, base: vDirectStream, caddy: true, check: checkChatStream(up.chunks)},
+		{name: vDirect, url: up.url + chatPath, body: b.chat, header: chatHeader(k.single), check: checkChat},
+		{name: vDirectStream, url: up.url + chatPath, body: b.chatStream, header: chatHeader(k.single), stream: true, check: checkChatStream(up.chunks)},
+		{name: vProxy, url: c.proxyURL + chatPath, body: b.chat, header: chatHeader(k.single), base: vDirect, caddy: true, check: checkChat},
+		{name: vProxyStream, url: c.proxyURL + chatPath, body: b.chatStream, header: chatHeader(k.single), stream: true, base: vDirectStream, caddy: true, check: checkChatStream(up.chunks)},
 	}
 	for _, key := range []struct{ label, key string }{{"(key)", k.single}, {"(combined key)", k.combined}} {
 		vs = append(vs,
-			&variant{name: "gate chat→chat " + key.label, url: c.gateURL + chatPath, body: []byte(chatBody),
-				header: chatHeader(key.key), base: vProxy, caddy: true, check: checkChat},
-			&variant{name: "gate messages→chat " + key.label, url: c.gateURL + messagesPath, body: []byte(messagesBody),
-				header: messagesHeader(key.key), base: vProxy, caddy: true, check: checkMessages},
-			&variant{name: "gate messages→chat stream " + key.label, url: c.gateURL + messagesPath, body: []byte(messagesStreamBody),
-				header: messagesHeader(key.key), stream: true, base: vProxyStream, caddy: true, check: checkMessagesStream(up.chunks)},
+			&variant{name: "gate chat→chat " + key.label, url: c.gateURL + chatPath, body: b.chat,
+				header: chatHeader(key.key), base: vProxy, caddy: true, target: true, check: checkChat},
+			&variant{name: "gate messages→chat " + key.label, url: c.gateURL + messagesPath, body: b.messages,
+				header: messagesHeader(key.key), base: vProxy, caddy: true, target: true, check: checkMessages},
+			&variant{name: "gate messages→chat stream " + key.label, url: c.gateURL + messagesPath, body: b.messagesStream,
+				header: messagesHeader(key.key), stream: true, base: vProxyStream, caddy: true, target: true, check: checkMessagesStream(up.chunks)},
 		)
 	}
+	// The gate alone, for telling its cost from the translator's.
+	vs = append(vs,
+		&variant{name: "gate only chat (key)", url: c.gateOnlyURL + chatPath, body: b.chat,
+			header: chatHeader(k.single), base: vProxy, caddy: true, check: checkChat},
+		&variant{name: "gate only chat stream (key)", url: c.gateOnlyURL + chatPath, body: b.chatStream,
+			header: chatHeader(k.single), stream: true, base: vProxyStream, caddy: true, check: checkChatStream(up.chunks)},
+	)
 	return vs
 }
 
@@ -168,6 +211,10 @@ func (l *loader) do(ctx context.Context, v *variant, buf []byte, keep *[]byte) (
 		return 0, 0, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+		return 0, 0, fmt.Errorf("%s: %s %s", v.name, resp.Status, b)
+	}
 	first := true
 	for {
 		n, rerr := resp.Body.Read(buf)
@@ -186,15 +233,7 @@ func (l *loader) do(ctx context.Context, v *variant, buf []byte, keep *[]byte) (
 			return 0, 0, rerr
 		}
 	}
-	total = time.Since(start)
-	if resp.StatusCode != http.StatusOK {
-		msg := ""
-		if keep != nil {
-			msg = string(*keep)
-		}
-		return 0, 0, fmt.Errorf("%s: %s %.300s", v.name, resp.Status, msg)
-	}
-	return total, ttfb, nil
+	return time.Since(start), ttfb, nil
 }
 
 // verify sends one request of the variant and checks the answer.

@@ -7,7 +7,8 @@
 //   - calls the upstream directly, through a bare reverse_proxy, and through
 //     timeblock_gate + timeblock_translate (chat → chat, messages → chat,
 //     streaming messages → chat; with a consumption key and with a combined
-//     key holding many lanes);
+//     key holding many lanes), and through the gate alone, to tell its cost
+//     from the translator's;
 //   - measures requests/s, p50/p99 latency at a fixed concurrency and at
 //     concurrency 1, time to first byte of streams, Caddy's CPU seconds and
 //     allocations per request, and each variant's ratio to the bare proxy;
@@ -16,7 +17,7 @@
 //
 // Run it from the repository root:
 //
-//	go run ./examples/loadbench            # about 2.5 minutes
+//	go run ./examples/loadbench            # about 2.5 minutes, plus building caddy
 //	go run ./examples/loadbench -quick     # a few seconds, figures meaningless
 //	go run ./examples/loadbench -profile /tmp/prof -rounds 0 -streams 0
 //
@@ -29,8 +30,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -42,6 +45,7 @@ type options struct {
 	latSlice    time.Duration
 	warm        time.Duration
 	chunks      int
+	history     int
 	members     int
 	streams     int
 	hold        time.Duration
@@ -56,8 +60,8 @@ func defaults() options {
 	return options{
 		conc:        16,
 		rounds:      10,
-		slice:       800 * time.Millisecond,
-		latSlice:    500 * time.Millisecond,
+		slice:       700 * time.Millisecond,
+		latSlice:    400 * time.Millisecond,
 		warm:        300 * time.Millisecond,
 		chunks:      50,
 		members:     8,
@@ -85,6 +89,7 @@ func main() {
 	flag.DurationVar(&o.latSlice, "latency-slice", o.latSlice, "time per variant per round in the concurrency-1 pass")
 	flag.DurationVar(&o.warm, "warm", o.warm, "warm-up per variant before the first round")
 	flag.IntVar(&o.chunks, "chunks", o.chunks, "token chunks per streamed response")
+	flag.IntVar(&o.history, "history", 0, "bytes of conversation history before the question in every request (0: a short chat)")
 	flag.IntVar(&o.members, "members", o.members, "subscriptions (20 lanes each) folded into the combined key")
 	flag.IntVar(&o.streams, "streams", o.streams, "slow streams held open at once for the memory check (0 skips it)")
 	flag.DurationVar(&o.hold, "hold", o.hold, "how long the slow streams stay open before the heap is read")
@@ -123,6 +128,17 @@ func run(o options, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	// Interrupted, remove the build and the store; caddy dies with this
+	// process (Pdeathsig on Linux).
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer func() { signal.Stop(sig); close(sig) }()
+	go func() {
+		if _, ok := <-sig; ok {
+			os.RemoveAll(dir)
+			os.Exit(130)
+		}
+	}()
 	bin := o.caddyBin
 	if bin == "" {
 		logf("building caddy from ./cmd/caddy …")
@@ -141,7 +157,7 @@ func run(o options, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer c.stop()
-	logf("caddy pid %d: proxy %s, gate %s, admin %s; upstream %s", c.pid, c.proxyURL, c.gateURL, c.adminURL, up.url)
+	logf("caddy pid %d: proxy %s, gate %s, gate only %s, admin %s; upstream %s", c.pid, c.proxyURL, c.gateURL, c.gateOnlyURL, c.adminURL, up.url)
 	t := time.Now()
 	k, err := setupAccounts(c, o.members, memKeys)
 	if err != nil {
@@ -157,7 +173,7 @@ func run(o options, stdout, stderr io.Writer) error {
 	out := &outcome{opts: o, load: map[string][]sliceResult{}, c1: map[string][]sliceResult{},
 		flush: map[string][]time.Duration{}, lanes: k.lanes}
 	// The variants asked for, and the ones they are compared with.
-	all := variants(up, c, k)
+	all := variants(up, c, k, makeBodies(o.history))
 	want := map[string]bool{}
 	for i := len(all) - 1; i >= 0; i-- {
 		if v := all[i]; want[v.name] || selected(v.name, o.only) {
@@ -237,7 +253,7 @@ func run(o options, stdout, stderr io.Writer) error {
 		if err := profile(l, c, out.vs, o); err != nil {
 			return err
 		}
-		logf("profiles in %s; read them with: go tool pprof -top %s %s", o.profileDir, bin, filepath.Join(o.profileDir, "cpu.pprof"))
+		logf("profiles in %s; read them with: go tool pprof -top %s", o.profileDir, filepath.Join(o.profileDir, "cpu.pprof"))
 	}
 	out.elapsed = time.Since(began)
 	report(stdout, out)

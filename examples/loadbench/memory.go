@@ -28,8 +28,16 @@ type memResult struct {
 
 func (m memResult) perStream() float64 { return (m.openLive - m.idleLive) / float64(m.streams) }
 
-func heap(c *caddyProc) (inuse, live, goroutines float64, err error) {
-	m, err := c.metrics("go_memstats_heap_inuse_bytes", "go_goroutines")
+// heap reads Caddy's heap in use and, after a forced collection, its live
+// heap. With settle, it collects first, so that the heap in use is what an
+// idle process holds rather than what the previous phase left to collect.
+func heap(c *caddyProc, settle bool) (inuse, live, goroutines float64, err error) {
+	if settle {
+		if err := c.gc(); err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	m, err := c.metrics("go_memstats_heap_inuse_bytes")
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -37,11 +45,11 @@ func heap(c *caddyProc) (inuse, live, goroutines float64, err error) {
 	if err := c.gc(); err != nil {
 		return 0, 0, 0, err
 	}
-	m2, err := c.metrics("go_memstats_heap_alloc_bytes", "go_goroutines")
+	m, err = c.metrics("go_memstats_heap_alloc_bytes", "go_goroutines")
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	return inuse, m2["go_memstats_heap_alloc_bytes"], m2["go_goroutines"], nil
+	return inuse, m["go_memstats_heap_alloc_bytes"], m["go_goroutines"], nil
 }
 
 // slowStream is the request of slow stream i.
@@ -82,7 +90,7 @@ func proxySlowStream(c *caddyProc) slowStream {
 func memoryCheck(c *caddyProc, what string, newReq slowStream, n int, hold time.Duration, heapProfile string) (memResult, error) {
 	res := memResult{what: what, streams: n}
 	var err error
-	if res.idleInuse, res.idleLive, res.idleGoroutines, err = heap(c); err != nil {
+	if res.idleInuse, res.idleLive, res.idleGoroutines, err = heap(c, true); err != nil {
 		return res, err
 	}
 	res.idleRSS = c.rssBytes()
@@ -140,7 +148,7 @@ func memoryCheck(c *caddyProc, what string, newReq slowStream, n int, hold time.
 		return res, fmt.Errorf("only %d of %d slow streams opened within 2 minutes", o, n)
 	}
 	time.Sleep(hold)
-	if res.openInuse, res.openLive, res.goroutines, err = heap(c); err != nil {
+	if res.openInuse, res.openLive, res.goroutines, err = heap(c, false); err != nil {
 		return res, err
 	}
 	res.openRSS = c.rssBytes()

@@ -6,7 +6,6 @@ import (
 	"math"
 	"runtime"
 	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -129,8 +128,12 @@ func report(w io.Writer, out *outcome) {
 		}
 	}
 	fmt.Fprintf(w, "loadbench %s  %s/%s, %d CPUs, %s\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
-	fmt.Fprintf(w, "%d rounds, each variant %v at %d clients then %v at 1 client, interleaved; %d token chunks per stream; combined key: %d members, %d lanes; run took %v\n",
-		o.rounds, o.slice, o.conc, o.latSlice, o.chunks, o.members, out.lanes, out.elapsed.Round(time.Second))
+	req := "short chat requests"
+	if o.history > 0 {
+		req = fmt.Sprintf("requests with %d bytes of history", o.history)
+	}
+	fmt.Fprintf(w, "%d rounds, each variant %v at %d clients then %v at 1 client, interleaved; %s; %d token chunks per stream; combined key: %d members, %d lanes; run took %v\n",
+		o.rounds, o.slice, o.conc, o.latSlice, req, o.chunks, o.members, out.lanes, out.elapsed.Round(time.Second))
 	if wall > 0 {
 		// Per-process and machine-wide times are sampled apart, so a quiet
 		// machine can come out slightly below zero.
@@ -189,7 +192,7 @@ func report(w io.Writer, out *outcome) {
 			}
 			d = sortedCopy(d)
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t\n", v.name, len(d), us(quantile(d, 0.5)), us(d[len(d)-1]))
-			if strings.HasPrefix(v.name, "gate") {
+			if v.target {
 				// Flushed as it arrives: every token reached the client before
 				// the upstream sent the next one.
 				targets = append(targets, target{"each chunk flushed as it arrives: " + v.name,
@@ -217,7 +220,7 @@ func report(w io.Writer, out *outcome) {
 		var t []target
 		for _, v := range out.vs {
 			s, b := sums[v.name], sums[v.base]
-			if !strings.HasPrefix(v.name, "gate") || b.requests == 0 {
+			if !v.target || b.requests == 0 {
 				continue
 			}
 			if v.stream {
@@ -237,7 +240,7 @@ func report(w io.Writer, out *outcome) {
 	}
 	if len(targets) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "target (issue 6)\tthis run\t")
+		fmt.Fprintln(tw, "target (issue 6)\tthis run\tresult")
 		for _, t := range targets {
 			verdict := "met"
 			if !t.met {
