@@ -41,16 +41,7 @@ func (s *Service) DeliverKey(ctx context.Context, subID string) (*Delivery, erro
 	)
 	err := s.store.Update(ctx, func(tx Tx) error {
 		var err error
-		if sub, err = tx.GetSubscription(subID); err != nil {
-			if errors.Is(err, ErrNotFound) {
-				return subscriptionNotFound(subID)
-			}
-			return err
-		}
-		if sub.Status != SubPendingKey {
-			return Conflict("subscription %s is %s; only pending_key subscriptions wait for a key", sub.ID, sub.Status)
-		}
-		if pool, err = tx.GetPool(sub.PoolID); err != nil {
+		if sub, pool, err = subscriptionInState(tx, subID, SubPendingKey, "only pending_key subscriptions wait for a key"); err != nil {
 			return err
 		}
 		if user, err = tx.GetUser(sub.UserID); err != nil {
@@ -93,16 +84,7 @@ func (s *Service) PaymentFailed(ctx context.Context, subID string) (*PaymentFail
 	)
 	err := s.store.Update(ctx, func(tx Tx) error {
 		var err error
-		if sub, err = tx.GetSubscription(subID); err != nil {
-			if errors.Is(err, ErrNotFound) {
-				return subscriptionNotFound(subID)
-			}
-			return err
-		}
-		if sub.Status != SubActive {
-			return Conflict("subscription %s is %s; only an active subscription can be marked past due", sub.ID, sub.Status)
-		}
-		if pool, err = tx.GetPool(sub.PoolID); err != nil {
+		if sub, pool, err = subscriptionInState(tx, subID, SubActive, "only an active subscription can be marked past due"); err != nil {
 			return err
 		}
 		now := s.clock()
@@ -156,4 +138,25 @@ func failCurrentChargeTx(tx Tx, sub *Subscription, pool *Pool, now time.Time) er
 		Status:         ChargeFailed,
 		CreatedAt:      now,
 	})
+}
+
+// subscriptionInState loads an operator's target subscription and its pool,
+// answering 404 when it does not exist and 409 (with why) when it is not in
+// the state the operation needs.
+func subscriptionInState(tx Tx, subID, want, why string) (*Subscription, *Pool, error) {
+	sub, err := tx.GetSubscription(subID)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil, subscriptionNotFound(subID)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if sub.Status != want {
+		return nil, nil, Conflict("subscription %s is %s; %s", sub.ID, sub.Status, why)
+	}
+	pool, err := tx.GetPool(sub.PoolID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return sub, pool, nil
 }
