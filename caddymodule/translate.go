@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -113,8 +114,15 @@ func (t *Translate) Cleanup() error { return nil }
 // bodyPool recycles the buffers translated request bodies are built in.
 var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
 
+// pooledStream is a Stream with the buffer its events are written into,
+// recycled together.
+type pooledStream struct {
+	translate.Stream
+	out []byte
+}
+
 // streamPool recycles Streams and their buffers.
-var streamPool = sync.Pool{New: func() any { return new(translate.Stream) }}
+var streamPool = sync.Pool{New: func() any { return new(pooledStream) }}
 
 // maxPooledBody keeps one huge request from pinning its buffer in the pool.
 const maxPooledBody = 1 << 20
@@ -127,9 +135,9 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	}
 	// The gate, when it ran, has read the body already and left it (as
 	// forwarded, after its rewrites) in a request variable.
-	body, ok := caddyhttp.GetVar(r.Context(), VarBody).([]byte)
+	body, fromGate := caddyhttp.GetVar(r.Context(), VarBody).([]byte)
 	var err error
-	if !ok {
+	if !fromGate {
 		body, err = readBody(r, t.maxBody)
 	}
 	var tooLarge *http.MaxBytesError
@@ -142,7 +150,14 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	}
 
 	bp := bodyPool.Get().(*[]byte)
-	built, req, terr := translate.TranslateRequest(client, body, &t.cfg, (*bp)[:0])
+	var built []byte
+	var req translate.Request
+	var terr *translate.Error
+	if fromGate { // the gate parsed it: well-formed JSON
+		built, req, terr = translate.TranslateValidRequest(client, body, &t.cfg, (*bp)[:0])
+	} else {
+		built, req, terr = translate.TranslateRequest(client, body, &t.cfg, (*bp)[:0])
+	}
 	// Boosted keys run first on a chat upstream (vLLM's priority: lower runs
 	// first). The gate set it on chat bodies; a chat body built here from a
 	// messages request gets it now. The body ends with its closing brace.
@@ -156,9 +171,11 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	// The body must stay readable for as long as the response lasts (a
 	// stream can take minutes), so it goes upstream as an exact-size copy
 	// and the pooled buffer is back in the pool at once: a thousand open
-	// streams would otherwise hold a thousand 16 KiB buffers.
+	// streams would otherwise hold a thousand 16 KiB buffers. A pass-through
+	// body usually comes out unchanged; then the one already read goes on.
+	unchanged := terr == nil && bytes.Equal(built, body)
 	var out []byte
-	if terr == nil {
+	if terr == nil && !unchanged {
 		out = bytes.Clone(built)
 	}
 	*bp = built
@@ -168,7 +185,12 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	if terr != nil {
 		return terr.Write(w, client)
 	}
-	setBody(r, out)
+	switch {
+	case !unchanged:
+		setBody(r, out)
+	case !fromGate: // read here: the request needs it back
+		setBody(r, body)
+	}
 	r.URL.Path, r.URL.RawPath = t.Path, ""
 	// The response is read and rewritten here, so it must come uncompressed.
 	r.Header.Set("Accept-Encoding", "identity")
@@ -219,9 +241,16 @@ type translateWriter struct {
 	status      int
 	wroteHeader bool
 	held        []byte
-	stream      *translate.Stream
-	out         []byte
+	stream      *pooledStream
 	overflow    bool
+
+	// A stream's headers wait up to headerHold for its first event; mu
+	// keeps the timer's flush apart from that first write and from finish.
+	mu        sync.Mutex
+	sentEvent bool // the first event was written (or finish began)
+	ended     bool
+	holding   bool // the header timer was started
+	hold      *time.Timer
 }
 
 // Unwrap exposes the underlying writer to http.ResponseController.
@@ -253,7 +282,7 @@ func (tw *translateWriter) WriteHeader(status int) {
 		tw.mode = modeError
 	case isEventStream(h.Get("Content-Type")):
 		tw.mode = modeStream
-		tw.stream = streamPool.Get().(*translate.Stream)
+		tw.stream = streamPool.Get().(*pooledStream)
 		tw.stream.Reset(tw.client, tw.upstream, tw.req, tw.cfg)
 		h.Set("Content-Type", "text/event-stream; charset=utf-8")
 		h.Set("Cache-Control", "no-cache")
@@ -265,9 +294,16 @@ func (tw *translateWriter) WriteHeader(status int) {
 	}
 }
 
+// isEventStream tells whether a Content-Type is text/event-stream, with or
+// without parameters, without the allocations of mime.ParseMediaType.
 func isEventStream(ct string) bool {
-	mt, _, err := mime.ParseMediaType(ct)
-	return err == nil && mt == "text/event-stream"
+	const sse = "text/event-stream"
+	ct = strings.TrimLeft(ct, " \t")
+	if len(ct) < len(sse) || !strings.EqualFold(ct[:len(sse)], sse) {
+		return false
+	}
+	rest := strings.TrimLeft(ct[len(sse):], " \t")
+	return rest == "" || rest[0] == ';'
 }
 
 // Write takes upstream body bytes.
@@ -277,16 +313,7 @@ func (tw *translateWriter) Write(p []byte) (int, error) {
 	}
 	switch tw.mode {
 	case modeStream:
-		tw.out = tw.stream.Write(tw.out[:0], p)
-		if len(tw.out) > 0 {
-			if _, err := tw.ResponseWriterWrapper.Write(tw.out); err != nil {
-				return 0, err
-			}
-			if err := http.NewResponseController(tw.ResponseWriterWrapper.ResponseWriter).Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-				return 0, err
-			}
-		}
-		return len(p), nil
+		return tw.writeStream(p)
 	case modeWhole, modeError:
 		if len(tw.held)+len(p) > maxHeldBody {
 			tw.overflow = true
@@ -296,6 +323,62 @@ func (tw *translateWriter) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	return tw.ResponseWriterWrapper.Write(p)
+}
+
+// writeStream translates upstream event bytes and sends what they produce.
+func (tw *translateWriter) writeStream(p []byte) (int, error) {
+	st, n := tw.stream, len(p)
+	for len(p) > 0 {
+		part := p
+		if !tw.sentEvent {
+			// Until the client has its first event, translate a line at a
+			// time: one read from a fast upstream can hold dozens of events,
+			// and translating them all first would hold back the first byte.
+			if i := bytes.IndexByte(p, '\n'); i >= 0 {
+				part = p[:i+1]
+			}
+		}
+		p = p[len(part):]
+		st.out = st.Write(st.out[:0], part)
+		if len(st.out) == 0 {
+			continue
+		}
+		if !tw.sentEvent {
+			// The header timer must not flush while this first write is under way.
+			tw.mu.Lock()
+			tw.sentEvent = true
+			_, err := tw.ResponseWriterWrapper.Write(st.out)
+			tw.mu.Unlock()
+			if err != nil {
+				return 0, err
+			}
+		} else if _, err := tw.ResponseWriterWrapper.Write(st.out); err != nil {
+			return 0, err
+		}
+		if err := http.NewResponseController(tw.ResponseWriterWrapper.ResponseWriter).Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+// headerHold is how long a stream's headers wait for its first event when
+// reverse_proxy asks to flush them early. An upstream that sends its headers
+// with its first chunk (an instant one, or one that buffers them) has the
+// first event ready within microseconds: headers and event then leave in one
+// packet, as they do through a bare proxy, instead of two that the client
+// must wake up for one after the other. An upstream still computing its
+// first token lets the headers go after headerHold.
+const headerHold = time.Millisecond
+
+// releaseHeaders flushes held headers when no event came within headerHold.
+func (tw *translateWriter) releaseHeaders() {
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
+	if tw.sentEvent || tw.ended {
+		return
+	}
+	_ = http.NewResponseController(tw.ResponseWriterWrapper.ResponseWriter).Flush() // a broken client shows in the next Write
 }
 
 // ReadFrom goes through Write, so that io.Copy cannot bypass translation.
@@ -325,6 +408,25 @@ func (tw *translateWriter) FlushError() error {
 	if tw.mode != modeStream && tw.mode != modeRaw {
 		return nil
 	}
+	if tw.mode == modeStream {
+		tw.mu.Lock()
+		if !tw.sentEvent {
+			// Only headers so far: hold them briefly for the first event.
+			// The timer starts outside the lock, which the first event's
+			// write takes; releaseHeaders checks again under it.
+			arm := !tw.holding && !tw.ended
+			tw.holding = true
+			tw.mu.Unlock()
+			if arm {
+				t := time.AfterFunc(headerHold, tw.releaseHeaders)
+				tw.mu.Lock()
+				tw.hold = t
+				tw.mu.Unlock()
+			}
+			return nil
+		}
+		tw.mu.Unlock()
+	}
 	err := http.NewResponseController(tw.ResponseWriterWrapper.ResponseWriter).Flush()
 	if errors.Is(err, http.ErrNotSupported) {
 		return nil
@@ -338,20 +440,31 @@ func (tw *translateWriter) finish(nextErr error) error {
 	rw := tw.ResponseWriterWrapper
 	switch tw.mode {
 	case modeStream:
+		tw.mu.Lock()
+		tw.ended = true
+		if tw.hold != nil {
+			tw.hold.Stop()
+		}
+		tw.sentEvent = true // from here on FlushError flushes whatever is held
+		tw.mu.Unlock()
+		st := tw.stream
 		defer func() {
-			streamPool.Put(tw.stream)
+			if cap(st.out) > maxPooledBody {
+				st.out = nil
+			}
+			streamPool.Put(st)
 			tw.stream = nil
 		}()
 		if nextErr != nil {
-			tw.out = tw.stream.Abort(tw.out[:0], translate.NewError(http.StatusBadGateway, translate.APIError,
+			st.out = st.Abort(st.out[:0], translate.NewError(http.StatusBadGateway, translate.APIError,
 				"the upstream connection failed during the response"))
 		} else {
-			tw.out = tw.stream.Close(tw.out[:0])
+			st.out = st.Close(st.out[:0])
 		}
-		if len(tw.out) == 0 {
+		if len(st.out) == 0 {
 			return nil
 		}
-		if _, err := rw.Write(tw.out); err != nil {
+		if _, err := rw.Write(st.out); err != nil {
 			return err
 		}
 		return tw.FlushError()

@@ -7,9 +7,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -210,5 +213,155 @@ func TestTranslateUsesGateVars(t *testing.T) {
 	}
 	if up["priority"] != float64(-2) || up["model"] != "m" {
 		t.Errorf("upstream body %v", up)
+	}
+}
+
+// A chat body that passes through unchanged goes on as it came, whether the
+// gate read it or translate did; one that changes goes as translated.
+func TestTranslatePassThroughBody(t *testing.T) {
+	tr := newTranslate(t, "timeblock_translate chat")
+	same := `{"model":"m","messages":[{"role":"user","content":"Hi"}],"max_tokens":9}`
+	changed := `{"model":"m","messages":[{"role":"user","content":"Hi"}],"stream":true}`
+	for _, c := range []struct {
+		name, body string
+		fromGate   bool
+		want       string
+	}{
+		{"unchanged, from the gate", same, true, same},
+		{"unchanged, read here", same, false, same},
+		{"changed, from the gate", changed, true, `{"model":"m","messages":[{"role":"user","content":"Hi"}],"stream":true,"stream_options":{"include_usage":true}}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(c.body))
+			if c.fromGate {
+				setBody(r, []byte(c.body)) // as the gate leaves it
+				r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, map[string]any{VarBody: []byte(c.body)}))
+			}
+			var got []byte
+			var length int64
+			next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+				got, _ = io.ReadAll(r.Body)
+				length = r.ContentLength
+				w.WriteHeader(http.StatusNoContent)
+				return nil
+			})
+			if err := tr.ServeHTTP(httptest.NewRecorder(), r, next); err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != c.want || length != int64(len(c.want)) {
+				t.Errorf("upstream got %d bytes (Content-Length %d):\n%s\nwant\n%s", len(got), length, got, c.want)
+			}
+		})
+	}
+}
+
+// opLog is a ResponseWriter that records, in order, what reaches the client
+// connection: each Write and each Flush. The header timer flushes from its
+// own goroutine, hence the lock.
+type opLog struct {
+	mu     sync.Mutex
+	header http.Header
+	ops    []string // "flush" or the bytes written
+}
+
+func (o *opLog) Header() http.Header { return o.header }
+func (o *opLog) WriteHeader(int)     {}
+func (o *opLog) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ops = append(o.ops, string(p))
+	return len(p), nil
+}
+func (o *opLog) Flush() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ops = append(o.ops, "flush")
+}
+func (o *opLog) snapshot() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.ops)
+}
+
+// upstreamBurst answers like reverse_proxy relaying a fast upstream: the
+// headers, an early flush of them, then (after wait returns) a whole stream
+// in one write.
+func upstreamBurst(events []string, wait func()) caddyhttp.Handler {
+	return caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		if err := http.NewResponseController(w).Flush(); err != nil {
+			return err
+		}
+		wait()
+		_, err := w.Write([]byte(strings.Join(events, "")))
+		return err
+	})
+}
+
+func TestTranslateStreamFirstEventLeavesAlone(t *testing.T) {
+	tr := newTranslate(t, "timeblock_translate chat")
+	body := `{"model":"qwen3","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"Hi"}]}`
+	w := &opLog{header: http.Header{}}
+	r := httptest.NewRequest(http.MethodPost, "/compat/v1/messages", strings.NewReader(body))
+	if err := tr.ServeHTTP(w, r, upstreamBurst(chatEvents, func() {})); err != nil {
+		t.Fatal(err)
+	}
+	ops := w.snapshot()
+	if len(ops) < 4 {
+		t.Fatalf("ops %q", ops)
+	}
+	// The early flush of the headers is held for the first event, which is
+	// written and flushed before the rest of the burst is translated.
+	if ops[0] == "flush" {
+		t.Errorf("headers flushed on their own before the first event: %q", ops)
+	}
+	if !strings.Contains(ops[0], "event: message_start") || strings.Contains(ops[0], "Hi!") || ops[1] != "flush" {
+		t.Errorf("first write %q, then %q; want message_start alone, flushed", ops[0], ops[1])
+	}
+	if all := strings.Join(ops, ""); !strings.Contains(all, `"text":"Hi!"`) || !strings.Contains(all, "event: message_stop") {
+		t.Errorf("stream incomplete: %q", ops)
+	}
+}
+
+func TestTranslateStreamReleasesHeldHeaders(t *testing.T) {
+	tr := newTranslate(t, "timeblock_translate chat")
+	body := `{"model":"qwen3","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"Hi"}]}`
+	w := &opLog{header: http.Header{}}
+	r := httptest.NewRequest(http.MethodPost, "/compat/v1/messages", strings.NewReader(body))
+	// An upstream still working on its first token: the client must get the
+	// headers without waiting for it.
+	waitForFlush := func() {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if ops := w.snapshot(); len(ops) > 0 {
+				return
+			}
+		}
+	}
+	if err := tr.ServeHTTP(w, r, upstreamBurst(chatEvents, waitForFlush)); err != nil {
+		t.Fatal(err)
+	}
+	ops := w.snapshot()
+	if len(ops) < 2 || ops[0] != "flush" || !strings.Contains(ops[1], "event: message_start") {
+		t.Errorf("want the held headers flushed before any event, got %q", ops)
+	}
+}
+
+func TestIsEventStream(t *testing.T) {
+	for ct, want := range map[string]bool{
+		"text/event-stream":                  true,
+		"text/event-stream; charset=utf-8":   true,
+		"Text/Event-Stream;charset=UTF-8":    true,
+		" text/event-stream ; charset=utf-8": true,
+		"text/event-streams":                 false,
+		"text/event-stream-x; a=b":           false,
+		"application/json":                   false,
+		"text/event":                         false,
+		"":                                   false,
+	} {
+		if got := isEventStream(ct); got != want {
+			t.Errorf("isEventStream(%q) = %v, want %v", ct, got, want)
+		}
 	}
 }

@@ -71,18 +71,23 @@ func BenchmarkTranslateRequest(b *testing.B) {
 	} {
 		body := history(c.client, 20<<10)
 		cfg := &Config{Upstream: c.up}
-		b.Run(c.name, func(b *testing.B) {
-			buf := make([]byte, 0, 64<<10)
-			b.SetBytes(int64(len(body)))
-			b.ReportAllocs()
-			for b.Loop() {
-				out, _, err := TranslateRequest(c.client, body, cfg, buf[:0])
-				if err != nil {
-					b.Fatal(err)
+		for _, f := range []struct {
+			suffix    string
+			translate func(Format, []byte, *Config, []byte) ([]byte, Request, *Error)
+		}{{"", TranslateRequest}, {"/gate_checked", TranslateValidRequest}} {
+			b.Run(c.name+f.suffix, func(b *testing.B) {
+				buf := make([]byte, 0, 64<<10)
+				b.SetBytes(int64(len(body)))
+				b.ReportAllocs()
+				for b.Loop() {
+					out, _, err := f.translate(c.client, body, cfg, buf[:0])
+					if err != nil {
+						b.Fatal(err)
+					}
+					buf = out
 				}
-				buf = out
-			}
-		})
+			})
+		}
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 func seedFiles(f *testing.F, pattern string) {
@@ -44,7 +46,14 @@ func FuzzTranslateRequest(f *testing.F) {
 		for i := range fuzzConfigs {
 			cfg := &fuzzConfigs[i]
 			for _, client := range []Format{Chat, Messages} {
-				out, _, err := TranslateRequest(client, body, cfg, nil)
+				out, req, err := TranslateRequest(client, body, cfg, nil)
+				if len(body) <= cfg.maxBody() && gjson.ValidBytes(body) {
+					// What the gate already checked (with gjson) translates the same way.
+					vout, vreq, verr := TranslateValidRequest(client, body, cfg, nil)
+					if string(vout) != string(out) || vreq != req || (verr == nil) != (err == nil) || (err != nil && verr.Message != err.Message) {
+						t.Fatalf("TranslateValidRequest differs on %s: %s %v, want %s %v", body, vout, verr, out, err)
+					}
+				}
 				if err != nil {
 					if err.Status != 400 && err.Status != 413 {
 						t.Fatalf("status %d: %v", err.Status, err)

@@ -53,6 +53,11 @@ func TestRequestFixtures(t *testing.T) {
 				t.Errorf("request info %+v, want %+v", req, c.want)
 			}
 			compareJSON(t, filepath.Join("testdata", "requests", c.name+".want.json"), out)
+			// A body the gate already parsed skips one check, not the translation.
+			vout, vreq, verr := TranslateValidRequest(c.client, in, &c.cfg, nil)
+			if verr != nil || string(vout) != string(out) || vreq != req {
+				t.Errorf("TranslateValidRequest differs: %v, %+v\n%s", verr, vreq, vout)
+			}
 		})
 	}
 }
@@ -122,6 +127,12 @@ func TestRequestErrors(t *testing.T) {
 			}
 			if err.Status != c.status || err.Kind != InvalidRequest || !strings.Contains(err.Message, c.contains) {
 				t.Errorf("got %d %s %q, want %d invalid_request_error containing %q", err.Status, err.Kind, err.Message, c.status, c.contains)
+			}
+			// Only well-formedness is the caller's word; every other check stays.
+			if c.name != "not json" {
+				if _, _, verr := TranslateValidRequest(c.client, []byte(c.body), cfg, nil); verr == nil || verr.Message != err.Message {
+					t.Errorf("TranslateValidRequest: %v, want %q", verr, err.Message)
+				}
 			}
 			// The error renders in the client's format.
 			var body map[string]any

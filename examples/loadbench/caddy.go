@@ -39,6 +39,7 @@ type caddyProc struct {
 	log               *os.File
 	proxyURL, gateURL string
 	gateOnlyURL       string // the gate without timeblock_translate
+	twinURL           string // a second bare proxy, for the noise between two identical sites
 	adminURL          string
 	pid               int
 	admin             *http.Client
@@ -86,6 +87,14 @@ const caddyfile = `{
 	}
 }
 
+# The same bare proxy again: what it differs by from the first is noise.
+:{TWIN} {
+	@inference path /v1/chat/completions /compat/v1/messages
+	handle @inference {
+		import upstream
+	}
+}
+
 :{GATE} {
 	handle /api/* {
 		timeblock_accounts
@@ -126,7 +135,7 @@ const memModel = "bench-mem-model"
 // startCaddy writes the Caddyfile into dir and runs bin on free ports.
 // memSlots > 0 adds the pool of the slow-stream check.
 func startCaddy(bin, dir, upstreamAddr string, memSlots int) (*caddyProc, error) {
-	ports, err := freePorts(4)
+	ports, err := freePorts(5)
 	if err != nil {
 		return nil, err
 	}
@@ -139,6 +148,7 @@ func startCaddy(bin, dir, upstreamAddr string, memSlots int) (*caddyProc, error)
 		"{PROXY}", strconv.Itoa(ports[1]),
 		"{GATE}", strconv.Itoa(ports[2]),
 		"{GATEONLY}", strconv.Itoa(ports[3]),
+		"{TWIN}", strconv.Itoa(ports[4]),
 		"{DIR}", dir,
 		"{UPSTREAM}", upstreamAddr,
 		"{MEMPOOL}", mp,
@@ -168,13 +178,14 @@ func startCaddy(bin, dir, upstreamAddr string, memSlots int) (*caddyProc, error)
 		proxyURL:    "http://127.0.0.1:" + strconv.Itoa(ports[1]),
 		gateURL:     "http://127.0.0.1:" + strconv.Itoa(ports[2]),
 		gateOnlyURL: "http://127.0.0.1:" + strconv.Itoa(ports[3]),
+		twinURL:     "http://127.0.0.1:" + strconv.Itoa(ports[4]),
 		pid:         cmd.Process.Pid,
 		admin:       &http.Client{Timeout: 60 * time.Second},
 		clockTick:   100, // USER_HZ: 100 on every Linux this runs on
 	}
 	go func() { cmd.Wait(); close(c.done) }()
 	deadline := time.Now().Add(30 * time.Second)
-	for _, addr := range []string{c.gateURL, c.gateOnlyURL, c.proxyURL, c.adminURL} {
+	for _, addr := range []string{c.gateURL, c.gateOnlyURL, c.proxyURL, c.twinURL, c.adminURL} {
 		for {
 			select {
 			case <-c.done:

@@ -28,6 +28,9 @@ type variant struct {
 	body   []byte
 	header http.Header
 	stream bool
+	// gapHeader, for streams, asks the upstream to pause after the first
+	// chunk: the concurrency-1 pass uses it to time the first byte alone.
+	gapHeader http.Header
 	// base names the variant this one is compared with: the upstream called
 	// directly for the bare proxy, the bare proxy for the gate ("" for the
 	// upstream itself).
@@ -130,7 +133,19 @@ func variants(up *upstream, c *caddyProc, k *keys, b bodies) []*variant {
 			header: chatHeader(k.single), base: vProxy, caddy: true, check: checkChat},
 		&variant{name: "gate only chat stream (key)", url: c.gateOnlyURL + chatPath, body: b.chatStream,
 			header: chatHeader(k.single), stream: true, base: vProxyStream, caddy: true, check: checkChatStream(up.chunks)},
+		// A second bare proxy site: how far it lands from the first is how
+		// far apart two identical variants land in this run.
+		&variant{name: "reverse_proxy twin", url: c.twinURL + chatPath, body: b.chat,
+			header: chatHeader(k.single), base: vProxy, caddy: true, check: checkChat},
+		&variant{name: "reverse_proxy stream twin", url: c.twinURL + chatPath, body: b.chatStream,
+			header: chatHeader(k.single), stream: true, base: vProxyStream, caddy: true, check: checkChatStream(up.chunks)},
 	)
+	for _, v := range vs {
+		if v.stream {
+			v.gapHeader = v.header.Clone()
+			v.gapHeader.Set(modeHeader, "gap")
+		}
+	}
 	return vs
 }
 
@@ -199,13 +214,13 @@ func newLoader(c *caddyProc, conns int) *loader {
 
 // do sends one request and reads the whole answer; ttfb is when the first
 // byte of the body arrived. With keep non-nil, the body is appended to it.
-func (l *loader) do(ctx context.Context, v *variant, buf []byte, keep *[]byte) (total, ttfb time.Duration, err error) {
+func (l *loader) do(ctx context.Context, v *variant, h http.Header, buf []byte, keep *[]byte) (total, ttfb time.Duration, err error) {
 	start := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, v.url, bytes.NewReader(v.body))
 	if err != nil {
 		return 0, 0, err
 	}
-	req.Header = v.header
+	req.Header = h
 	resp, err := l.client.Do(req)
 	if err != nil {
 		return 0, 0, err
@@ -236,14 +251,20 @@ func (l *loader) do(ctx context.Context, v *variant, buf []byte, keep *[]byte) (
 	return time.Since(start), ttfb, nil
 }
 
-// verify sends one request of the variant and checks the answer.
+// verify sends one request of the variant (and, for a stream, one with a
+// pause after the first chunk) and checks the answers.
 func (l *loader) verify(v *variant) error {
-	var body []byte
-	if _, _, err := l.do(context.Background(), v, make([]byte, 32<<10), &body); err != nil {
-		return err
-	}
-	if err := v.check(body); err != nil {
-		return fmt.Errorf("%s: %w", v.name, err)
+	for _, h := range []http.Header{v.header, v.gapHeader} {
+		if h == nil {
+			continue
+		}
+		var body []byte
+		if _, _, err := l.do(context.Background(), v, h, make([]byte, 32<<10), &body); err != nil {
+			return err
+		}
+		if err := v.check(body); err != nil {
+			return fmt.Errorf("%s: %w", v.name, err)
+		}
 	}
 	return nil
 }
@@ -265,6 +286,10 @@ func (l *loader) run(v *variant, conc int, d time.Duration, measure bool) (slice
 		benchBefore, _ = procCPU(os.Getpid(), l.caddy.clockTick)
 		busyBefore, stealBefore, _ = machineCPU(l.caddy.clockTick)
 	}
+	h := v.header
+	if conc == 1 && v.stream {
+		h = v.gapHeader
+	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -280,7 +305,7 @@ func (l *loader) run(v *variant, conc int, d time.Duration, measure bool) (slice
 			errs := 0
 			var firstErr error
 			for time.Now().Before(deadline) {
-				total, first, err := l.do(context.Background(), v, buf, nil)
+				total, first, err := l.do(context.Background(), v, h, buf, nil)
 				if err != nil {
 					errs++
 					if firstErr == nil {

@@ -10,7 +10,8 @@
 //     key holding many lanes), and through the gate alone, to tell its cost
 //     from the translator's;
 //   - measures requests/s, p50/p99 latency at a fixed concurrency and at
-//     concurrency 1, time to first byte of streams, Caddy's CPU seconds and
+//     concurrency 1, time to first byte of streams (at concurrency 1, with
+//     the upstream pausing after the first chunk), Caddy's CPU seconds and
 //     allocations per request, and each variant's ratio to the bare proxy;
 //   - checks that stream chunks are flushed as they arrive, and how much
 //     heap 1,000 slow streams through the gate hold.
@@ -157,7 +158,7 @@ func run(o options, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer c.stop()
-	logf("caddy pid %d: proxy %s, gate %s, gate only %s, admin %s; upstream %s", c.pid, c.proxyURL, c.gateURL, c.gateOnlyURL, c.adminURL, up.url)
+	logf("caddy pid %d: proxy %s (twin %s), gate %s, gate only %s, admin %s; upstream %s", c.pid, c.proxyURL, c.twinURL, c.gateURL, c.gateOnlyURL, c.adminURL, up.url)
 	t := time.Now()
 	k, err := setupAccounts(c, o.members, memKeys)
 	if err != nil {

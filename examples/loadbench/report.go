@@ -6,6 +6,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -178,6 +179,10 @@ func report(w io.Writer, out *outcome) {
 		}
 		tw.Flush()
 		fmt.Fprintln(w, "base: the upstream called directly for reverse_proxy rows, the bare reverse_proxy (same kind, streaming or not) for gate rows")
+		fmt.Fprintf(w, "streams at 1 client: the upstream pauses %v after the first chunk, so the first byte is timed on its own\n", firstChunkGap)
+		if slices.ContainsFunc(out.vs, func(v *variant) bool { return strings.HasSuffix(v.name, " twin") }) {
+			fmt.Fprintln(w, "twin: a second bare reverse_proxy site, identical to the first; its +base is the noise between two equal variants in this run")
+		}
 		fmt.Fprintln(w)
 	}
 

@@ -25,9 +25,17 @@ const benchModel = "bench-model"
 const (
 	// modeHeader "paced" sends the stream's tokens pacedInterval apart and
 	// records when each was flushed; "slow" sends a token a second until the
-	// client leaves.
+	// client leaves; "gap" pauses firstChunkGap after the first chunk.
 	modeHeader = "X-Bench-Mode"
 )
+
+// firstChunkGap is how long a "gap" stream waits after its first chunk, as a
+// model does between tokens. Without it, an instant upstream writes the whole
+// stream while the first chunk is still on its way, and the time to the first
+// byte measures how fast the rest is pumped through (even calling the
+// upstream directly, the client's first read comes about when the upstream
+// has written its last chunk).
+const firstChunkGap = time.Millisecond
 
 type upstream struct {
 	chunks     int
@@ -132,6 +140,13 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	switch r.Header.Get(modeHeader) {
+	case "gap":
+		time.Sleep(firstChunkGap)
+		for _, b := range u.tokens {
+			if !send(b) {
+				return
+			}
+		}
 	case "paced":
 		u.paced(r.Context(), send)
 	case "slow":
