@@ -18,7 +18,7 @@
 //
 // Run it from the repository root:
 //
-//	go run ./examples/loadbench            # about 2.5 minutes, plus building caddy
+//	go run ./examples/loadbench            # about 2¾ minutes, plus building caddy
 //	go run ./examples/loadbench -quick     # a few seconds, figures meaningless
 //	go run ./examples/loadbench -profile /tmp/prof -rounds 0 -streams 0
 //
@@ -61,7 +61,7 @@ func defaults() options {
 	return options{
 		conc:        16,
 		rounds:      10,
-		slice:       700 * time.Millisecond,
+		slice:       600 * time.Millisecond,
 		latSlice:    400 * time.Millisecond,
 		warm:        300 * time.Millisecond,
 		chunks:      50,
