@@ -10,7 +10,9 @@
 //
 // Entry points:
 //
-//   - TranslateRequest rewrites a client body into the upstream's format.
+//   - TranslateRequest rewrites a client body into the upstream's format;
+//     TranslateValidRequest does the same for a body already checked to be
+//     well-formed JSON (the gate's), skipping that pass.
 //   - TranslateResponse rewrites a whole (non-streaming) upstream response.
 //   - NewStream returns a Stream that rewrites upstream SSE bytes as they
 //     arrive, in chunks of any size.
