@@ -344,9 +344,13 @@ func (tw *translateWriter) writeStream(p []byte) (int, error) {
 			continue
 		}
 		if !tw.sentEvent {
-			// The header timer must not flush while this first write is under way.
+			// The header timer must not flush while this first write is under
+			// way, and is not needed after it.
 			tw.mu.Lock()
 			tw.sentEvent = true
+			if tw.hold != nil {
+				tw.hold.Stop()
+			}
 			_, err := tw.ResponseWriterWrapper.Write(st.out)
 			tw.mu.Unlock()
 			if err != nil {
