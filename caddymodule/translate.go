@@ -150,14 +150,11 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	}
 
 	bp := bodyPool.Get().(*[]byte)
-	var built []byte
-	var req translate.Request
-	var terr *translate.Error
+	translateRequest := translate.TranslateRequest
 	if fromGate { // the gate parsed it: well-formed JSON
-		built, req, terr = translate.TranslateValidRequest(client, body, &t.cfg, (*bp)[:0])
-	} else {
-		built, req, terr = translate.TranslateRequest(client, body, &t.cfg, (*bp)[:0])
+		translateRequest = translate.TranslateValidRequest
 	}
+	built, req, terr := translateRequest(client, body, &t.cfg, (*bp)[:0])
 	// Boosted keys run first on a chat upstream (vLLM's priority: lower runs
 	// first). The gate set it on chat bodies; a chat body built here from a
 	// messages request gets it now. The body ends with its closing brace.
@@ -247,8 +244,7 @@ type translateWriter struct {
 	// A stream's headers wait up to headerHold for its first event; mu
 	// keeps the timer's flush apart from that first write and from finish.
 	mu        sync.Mutex
-	sentEvent bool // the first event was written (or finish began)
-	ended     bool
+	sentEvent bool // the first event was written, or finish began
 	holding   bool // the header timer was started
 	hold      *time.Timer
 }
@@ -379,7 +375,7 @@ const headerHold = time.Millisecond
 func (tw *translateWriter) releaseHeaders() {
 	tw.mu.Lock()
 	defer tw.mu.Unlock()
-	if tw.sentEvent || tw.ended {
+	if tw.sentEvent {
 		return
 	}
 	_ = http.NewResponseController(tw.ResponseWriterWrapper.ResponseWriter).Flush() // a broken client shows in the next Write
@@ -418,7 +414,7 @@ func (tw *translateWriter) FlushError() error {
 			// Only headers so far: hold them briefly for the first event.
 			// The timer starts outside the lock, which the first event's
 			// write takes; releaseHeaders checks again under it.
-			arm := !tw.holding && !tw.ended
+			arm := !tw.holding
 			tw.holding = true
 			tw.mu.Unlock()
 			if arm {
@@ -445,11 +441,12 @@ func (tw *translateWriter) finish(nextErr error) error {
 	switch tw.mode {
 	case modeStream:
 		tw.mu.Lock()
-		tw.ended = true
 		if tw.hold != nil {
 			tw.hold.Stop()
 		}
-		tw.sentEvent = true // from here on FlushError flushes whatever is held
+		// The timer leaves the writer alone from here on, and FlushError
+		// flushes whatever is held.
+		tw.sentEvent = true
 		tw.mu.Unlock()
 		st := tw.stream
 		defer func() {
