@@ -247,6 +247,10 @@ type translateWriter struct {
 	sentEvent bool // the first event was written, or finish began
 	holding   bool // the header timer was started
 	hold      *time.Timer
+	// unflushed: events were written since the last flush. Like any
+	// ResponseWriter state it is not for concurrent use: reverse_proxy's
+	// early flush takes the same lock as its writes.
+	unflushed bool
 }
 
 // Unwrap exposes the underlying writer to http.ResponseController.
@@ -355,11 +359,25 @@ func (tw *translateWriter) writeStream(p []byte) (int, error) {
 		} else if _, err := tw.ResponseWriterWrapper.Write(st.out); err != nil {
 			return 0, err
 		}
-		if err := http.NewResponseController(tw.ResponseWriterWrapper.ResponseWriter).Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		tw.unflushed = true
+		if err := tw.flush(); err != nil {
 			return 0, err
 		}
 	}
 	return n, nil
+}
+
+// flush sends what was written to the client. Events are flushed as they
+// are written, so the flush reverse_proxy asks for after each upstream
+// read finds nothing left and costs nothing (a flush through Caddy's
+// writers also resets the connection's write deadline).
+func (tw *translateWriter) flush() error {
+	tw.unflushed = false
+	err := http.NewResponseController(tw.ResponseWriterWrapper.ResponseWriter).Flush()
+	if errors.Is(err, http.ErrNotSupported) {
+		return nil
+	}
+	return err
 }
 
 // headerHold is how long a stream's headers wait for its first event when
@@ -426,12 +444,11 @@ func (tw *translateWriter) FlushError() error {
 			return nil
 		}
 		tw.mu.Unlock()
+		if !tw.unflushed {
+			return nil
+		}
 	}
-	err := http.NewResponseController(tw.ResponseWriterWrapper.ResponseWriter).Flush()
-	if errors.Is(err, http.ErrNotSupported) {
-		return nil
-	}
-	return err
+	return tw.flush()
 }
 
 // finish ends the response: the closing events of a stream (an error event
@@ -468,7 +485,7 @@ func (tw *translateWriter) finish(nextErr error) error {
 		if _, err := rw.Write(st.out); err != nil {
 			return err
 		}
-		return tw.FlushError()
+		return tw.flush()
 	case modeWhole, modeError:
 		if nextErr != nil {
 			return nil // nothing was sent: Caddy's error handling answers

@@ -365,3 +365,47 @@ func TestIsEventStream(t *testing.T) {
 		}
 	}
 }
+
+// upstreamChunks answers like reverse_proxy relaying a stream chunk by
+// chunk: each upstream read is written, then flushed.
+func upstreamChunks(events []string) caddyhttp.Handler {
+	return caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		rc := http.NewResponseController(w)
+		for _, ev := range events {
+			if _, err := w.Write([]byte(ev)); err != nil {
+				return err
+			}
+			if err := rc.Flush(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func TestTranslateStreamFlushesEachEventOnce(t *testing.T) {
+	tr := newTranslate(t, "timeblock_translate chat")
+	body := `{"model":"qwen3","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"Hi"}]}`
+	w := &opLog{header: http.Header{}}
+	r := httptest.NewRequest(http.MethodPost, "/compat/v1/messages", strings.NewReader(body))
+	if err := tr.ServeHTTP(w, r, upstreamChunks(chatEvents)); err != nil {
+		t.Fatal(err)
+	}
+	ops := w.snapshot()
+	// Every write reaches the client flushed, and the relay's flush after
+	// a write the translator already flushed adds no second one.
+	for i, op := range ops {
+		switch {
+		case op != "flush" && (i+1 == len(ops) || ops[i+1] != "flush"):
+			t.Errorf("write %d (%q) not flushed: %q", i, op, ops)
+		case op == "flush" && (i == 0 || ops[i-1] == "flush"):
+			t.Errorf("op %d: a flush with nothing written before it: %q", i, ops)
+		}
+	}
+	if all := strings.Join(ops, ""); !strings.Contains(all, `"text":"Hi!"`) || !strings.Contains(all, "event: message_stop") {
+		t.Errorf("stream incomplete: %q", ops)
+	}
+}

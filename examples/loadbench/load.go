@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"slices"
@@ -287,9 +288,6 @@ func (l *loader) run(v *variant, conc int, d time.Duration, measure bool) (slice
 		busyBefore, stealBefore, _ = machineCPU(l.caddy.clockTick)
 	}
 	h := v.header
-	if conc == 1 && v.stream {
-		h = v.gapHeader
-	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -348,6 +346,41 @@ func (l *loader) run(v *variant, conc int, d time.Duration, measure bool) (slice
 		// One scrape (the "after" one) happened inside the window.
 		res.mallocs = max(after.mallocs-before.mallocs-l.caddy.scrapeMallocs, 0)
 		res.bytes = max(after.bytes-before.bytes-l.caddy.scrapeBytes, 0)
+	}
+	return res, nil
+}
+
+// alternate sends one request at a time for d, taking the variants in turn,
+// in a new random order each time round, so that at concurrency 1 every
+// variant is timed under the same conditions: a latency that drifts over a
+// second (the machine's other work, where the scheduler put Caddy's threads)
+// moves all of them alike, which a slice per variant does not. A stream asks
+// the upstream to pause after its first chunk (gapHeader). It returns each
+// variant's requests; an error fails the pass.
+func (l *loader) alternate(vs []*variant, d time.Duration) (map[string]sliceResult, error) {
+	res := make(map[string]sliceResult, len(vs))
+	buf := make([]byte, 32<<10)
+	order := slices.Clone(vs)
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); {
+		rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		for _, v := range order {
+			h := v.header
+			if v.stream {
+				h = v.gapHeader
+			}
+			total, ttfb, err := l.do(context.Background(), v, h, buf, nil)
+			if err != nil {
+				return nil, fmt.Errorf("at concurrency 1: %w", err)
+			}
+			r := res[v.name]
+			r.requests++
+			r.elapsed += total
+			r.latency = append(r.latency, total)
+			if v.stream {
+				r.ttfb = append(r.ttfb, ttfb)
+			}
+			res[v.name] = r
+		}
 	}
 	return res, nil
 }

@@ -85,9 +85,9 @@ func main() {
 	quick := flag.Bool("quick", false, "a smoke run of every phase in a few seconds (figures are meaningless)")
 	flag.StringVar(&o.caddyBin, "caddy", "", "caddy binary with the plugin (default: build ./cmd/caddy into a temp dir)")
 	flag.IntVar(&o.conc, "c", o.conc, "concurrent clients in the throughput pass (a consumption key has 20 lanes; more clients queue for them)")
-	flag.IntVar(&o.rounds, "rounds", o.rounds, "rounds; each runs every variant once at -c and once at concurrency 1")
+	flag.IntVar(&o.rounds, "rounds", o.rounds, "rounds; each runs every variant for a slice at -c, then all of them in turn at concurrency 1")
 	flag.DurationVar(&o.slice, "slice", o.slice, "time per variant per round in the throughput pass")
-	flag.DurationVar(&o.latSlice, "latency-slice", o.latSlice, "time per variant per round in the concurrency-1 pass")
+	flag.DurationVar(&o.latSlice, "latency-slice", o.latSlice, "time per variant per round in the concurrency-1 pass (its requests alternate with the other variants')")
 	flag.DurationVar(&o.warm, "warm", o.warm, "warm-up per variant before the first round")
 	flag.IntVar(&o.chunks, "chunks", o.chunks, "token chunks per streamed response")
 	flag.IntVar(&o.history, "history", 0, "bytes of conversation history before the question in every request (0: a short chat)")
@@ -196,23 +196,24 @@ func run(o options, stdout, stderr io.Writer) error {
 	}
 	for r := range o.rounds {
 		logf("round %d of %d", r+1, o.rounds)
-		for pass, conc := range []int{o.conc, 1} {
-			d, res := o.slice, out.load
-			if pass == 1 {
-				d, res = o.latSlice, out.c1
+		// Start each round at another variant, so none always follows the same one.
+		for i := range out.vs {
+			v := out.vs[(i+r)%len(out.vs)]
+			sr, err := l.run(v, o.conc, o.slice, true)
+			if err != nil {
+				return err
 			}
-			// Start each round at another variant, so none always follows the same one.
-			for i := range out.vs {
-				v := out.vs[(i+r)%len(out.vs)]
-				sr, err := l.run(v, conc, d, true)
-				if err != nil {
-					return err
-				}
-				if sr.errors > 0 {
-					return fmt.Errorf("%s: %d of %d requests failed, first: %v", v.name, sr.errors, sr.requests+sr.errors, sr.firstErr)
-				}
-				res[v.name] = append(res[v.name], sr)
+			if sr.errors > 0 {
+				return fmt.Errorf("%s: %d of %d requests failed, first: %v", v.name, sr.errors, sr.requests+sr.errors, sr.firstErr)
 			}
+			out.load[v.name] = append(out.load[v.name], sr)
+		}
+		c1, err := l.alternate(out.vs, o.latSlice*time.Duration(len(out.vs)))
+		if err != nil {
+			return err
+		}
+		for _, v := range out.vs {
+			out.c1[v.name] = append(out.c1[v.name], c1[v.name])
 		}
 	}
 	if o.flushRuns > 0 {

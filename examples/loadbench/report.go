@@ -133,7 +133,7 @@ func report(w io.Writer, out *outcome) {
 	if o.history > 0 {
 		req = fmt.Sprintf("requests with %d bytes of history", o.history)
 	}
-	fmt.Fprintf(w, "%d rounds, each variant %v at %d clients then %v at 1 client, interleaved; %s; %d token chunks per stream; combined key: %d members, %d lanes; run took %v\n",
+	fmt.Fprintf(w, "%d rounds, each: every variant for %v at %d clients, then all of them for %v each at 1 client, one request at a time in turn; %s; %d token chunks per stream; combined key: %d members, %d lanes; run took %v\n",
 		o.rounds, o.slice, o.conc, o.latSlice, req, o.chunks, o.members, out.lanes, out.elapsed.Round(time.Second))
 	if wall > 0 {
 		// Per-process and machine-wide times are sampled apart, so a quiet
@@ -179,6 +179,7 @@ func report(w io.Writer, out *outcome) {
 		}
 		tw.Flush()
 		fmt.Fprintln(w, "base: the upstream called directly for reverse_proxy rows, the bare reverse_proxy (same kind, streaming or not) for gate rows")
+		fmt.Fprintln(w, "1 client: the variants take turns request by request, in a new random order each time round, so that all are timed under the same conditions")
 		fmt.Fprintf(w, "streams at 1 client: the upstream pauses %v after the first chunk, so the first byte is timed on its own\n", firstChunkGap)
 		if slices.ContainsFunc(out.vs, func(v *variant) bool { return strings.HasSuffix(v.name, " twin") }) {
 			fmt.Fprintln(w, "twin: a second bare reverse_proxy site, identical to the first; its +base is the noise between two equal variants in this run")
