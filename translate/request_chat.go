@@ -226,6 +226,65 @@ func blockType(b, path string) (string, *Error) {
 	return inner(t), nil
 }
 
+// block holds the members of a content block that the translation reads,
+// found in one scan: looking each up with field would scan a long text once
+// per member and again in every pass over a turn's blocks. As with field,
+// the first of duplicate keys counts, and an absent member is "".
+type block struct {
+	raw, typ                            string // typ: the type, unquoted
+	text, thinking, id, name, input     string
+	toolUseID, content, isError, source string
+}
+
+// readBlock reads the content block b, the element at path.
+func readBlock(b, path string) (block, *Error) {
+	bl := block{raw: b}
+	it, ok := objIter(b)
+	if !ok {
+		return bl, badRequest(path + ": must be a content block object")
+	}
+	var typ string
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		var dst *string
+		switch k {
+		case "type":
+			dst = &typ
+		case "text":
+			dst = &bl.text
+		case "thinking":
+			dst = &bl.thinking
+		case "id":
+			dst = &bl.id
+		case "name":
+			dst = &bl.name
+		case "input":
+			dst = &bl.input
+		case "tool_use_id":
+			dst = &bl.toolUseID
+		case "content":
+			dst = &bl.content
+		case "is_error":
+			dst = &bl.isError
+		case "source":
+			dst = &bl.source
+		default:
+			continue
+		}
+		if *dst == "" {
+			*dst = v
+		}
+	}
+	if !isStr(typ) {
+		return bl, badRequest(path + ".type: must be a string")
+	}
+	bl.typ = inner(typ)
+	return bl, nil
+}
+
 // isServerBlock tells the result and call blocks of server-side tools.
 func isServerBlock(t string) bool {
 	switch t {
@@ -253,44 +312,47 @@ func userToChat(dst []byte, content, path string) ([]byte, *Error) {
 		dst = append(dst, content...)
 		return append(dst, '}'), nil
 	}
+	// The blocks are read once: tool results are written as they come, the
+	// rest after them (a turn's first eight blocks stay on the stack).
+	var buf [8]block
+	blocks := buf[:0]
 	var (
 		parts    int
 		soleText string
-		err      *Error
 	)
 	it, _ := arrIter(content)
 	for i := 0; ; i++ {
-		b, ok := it.elem()
+		raw, ok := it.elem()
 		if !ok {
 			break
 		}
 		bp := pathi(path+".content", i)
-		t, err := blockType(b, bp)
+		b, err := readBlock(raw, bp)
 		if err != nil {
 			return dst, err
 		}
-		switch t {
+		switch b.typ {
 		case "tool_result":
 			var imgs int
-			if dst, imgs, err = toolResultToChat(dst, b, bp); err != nil {
+			if dst, imgs, err = toolResultToChat(dst, &b, bp); err != nil {
 				return dst, err
 			}
 			parts += imgs
 		case "text":
-			txt := field(b, "text")
-			if err := needString(txt, bp+".text"); err != nil {
+			if err := needString(b.text, bp+".text"); err != nil {
 				return dst, err
 			}
-			if !emptyStr(txt) {
+			if !emptyStr(b.text) {
 				parts++
-				soleText = txt
+				soleText = b.text
 			}
 		case "image", "document":
 			parts++
 			soleText = ""
 		default:
-			return dst, unsupportedBlock(bp, t)
+			return dst, unsupportedBlock(bp, b.typ)
 		}
+		blocks = append(blocks, b)
 	}
 	if parts == 0 {
 		return dst, nil
@@ -302,18 +364,13 @@ func userToChat(dst []byte, content, path string) ([]byte, *Error) {
 		return append(dst, '}'), nil
 	}
 	dst = append(dst, '[')
+	var err *Error
 	// Images from tool results first: they belong to the calls just answered.
-	it, _ = arrIter(content)
-	for i := 0; ; i++ {
-		b, ok := it.elem()
-		if !ok {
-			break
-		}
-		if !strEq(field(b, "type"), "tool_result") {
+	for i := range blocks {
+		if blocks[i].typ != "tool_result" {
 			continue
 		}
-		c := field(b, "content")
-		ci, ok := arrIter(c)
+		ci, ok := arrIter(blocks[i].content)
 		if !ok {
 			continue
 		}
@@ -329,25 +386,20 @@ func userToChat(dst []byte, content, path string) ([]byte, *Error) {
 			}
 		}
 	}
-	it, _ = arrIter(content)
-	for i := 0; ; i++ {
-		b, ok := it.elem()
-		if !ok {
-			break
-		}
-		bp := pathi(path+".content", i)
-		switch inner(field(b, "type")) {
+	for i := range blocks {
+		b := &blocks[i]
+		switch b.typ {
 		case "text":
-			if txt := field(b, "text"); !emptyStr(txt) {
+			if !emptyStr(b.text) {
 				dst = sep(dst)
 				dst = append(dst, `{"type":"text","text":`...)
-				dst = append(dst, txt...)
+				dst = append(dst, b.text...)
 				dst = append(dst, '}')
 			}
 		case "image":
-			dst, err = appendImagePart(dst, b, bp)
+			dst, err = appendImagePart(dst, b.raw, pathi(path+".content", i))
 		case "document":
-			dst, err = appendDocumentPart(dst, b, bp)
+			dst, err = appendDocumentPart(dst, b.raw, pathi(path+".content", i))
 		}
 		if err != nil {
 			return dst, err
@@ -358,17 +410,17 @@ func userToChat(dst []byte, content, path string) ([]byte, *Error) {
 
 // toolResultToChat writes one tool message and counts the images it leaves
 // for the following user message.
-func toolResultToChat(dst []byte, b, path string) ([]byte, int, *Error) {
-	id := field(b, "tool_use_id")
+func toolResultToChat(dst []byte, b *block, path string) ([]byte, int, *Error) {
+	id := b.toolUseID
 	if !isStr(id) {
 		return dst, 0, badRequest(path + ".tool_use_id: must be a string")
 	}
-	c := field(b, "content")
+	c := b.content
 	dst = sep(dst)
 	dst = append(dst, `{"role":"tool","tool_call_id":`...)
 	dst = append(dst, id...)
 	dst = append(dst, `,"content":`...)
-	isErr := field(b, "is_error") == "true"
+	isErr := b.isError == "true"
 	switch {
 	case isNull(c) || emptyStr(c):
 		if isErr {
@@ -389,32 +441,30 @@ func toolResultToChat(dst []byte, b, path string) ([]byte, int, *Error) {
 	first := true
 	dst = append(dst, '"')
 	for j := 0; ; j++ {
-		cb, ok := it.elem()
+		raw, ok := it.elem()
 		if !ok {
 			break
 		}
 		cp := pathi(path+".content", j)
-		t, err := blockType(cb, cp)
+		cb, err := readBlock(raw, cp)
 		if err != nil {
 			return dst, 0, err
 		}
-		switch t {
+		switch cb.typ {
 		case "text":
-			txt := field(cb, "text")
-			if err := needString(txt, cp+".text"); err != nil {
+			if err := needString(cb.text, cp+".text"); err != nil {
 				return dst, 0, err
 			}
-			dst = appendJoinedInner(dst, txt, `\n`, &first)
+			dst = appendJoinedInner(dst, cb.text, `\n`, &first)
 		case "image":
 			images++
 		case "document":
-			src := field(cb, "source")
-			if !strEq(field(src, "type"), "text") || !isStr(field(src, "data")) {
+			if !strEq(field(cb.source, "type"), "text") || !isStr(field(cb.source, "data")) {
 				return dst, 0, badRequest(cp + ": only text documents can be returned by a tool here")
 			}
-			dst = appendJoinedInner(dst, field(src, "data"), `\n`, &first)
+			dst = appendJoinedInner(dst, field(cb.source, "data"), `\n`, &first)
 		default:
-			return dst, 0, unsupportedBlock(cp, t)
+			return dst, 0, unsupportedBlock(cp, cb.typ)
 		}
 	}
 	if first && images > 0 {
@@ -519,43 +569,47 @@ func assistantToChat(dst []byte, content, path string) ([]byte, *Error) {
 		dst = append(dst, content...)
 		return append(dst, '}'), nil
 	}
+	// The blocks are read once and written in three passes (text, thinking,
+	// tool calls); a turn's first eight stay on the stack.
+	var buf [8]block
+	blocks := buf[:0]
 	var texts, tools, thinks int
 	it, _ := arrIter(content)
 	for i := 0; ; i++ {
-		b, ok := it.elem()
+		raw, ok := it.elem()
 		if !ok {
 			break
 		}
 		bp := pathi(path+".content", i)
-		t, err := blockType(b, bp)
+		b, err := readBlock(raw, bp)
 		if err != nil {
 			return dst, err
 		}
-		switch t {
+		switch b.typ {
 		case "text":
-			txt := field(b, "text")
-			if err := needString(txt, bp+".text"); err != nil {
+			if err := needString(b.text, bp+".text"); err != nil {
 				return dst, err
 			}
-			if !emptyStr(txt) {
+			if !emptyStr(b.text) {
 				texts++
 			}
 		case "thinking":
-			if th := field(b, "thinking"); isStr(th) && !emptyStr(th) {
+			if isStr(b.thinking) && !emptyStr(b.thinking) {
 				thinks++
 			}
 		case "redacted_thinking":
 		case "tool_use":
-			if !isStr(field(b, "id")) || !isStr(field(b, "name")) {
+			if !isStr(b.id) || !isStr(b.name) {
 				return dst, badRequest(bp + ": tool_use needs id and name strings")
 			}
-			if in := field(b, "input"); !isObj(in) && !isNull(in) {
+			if !isObj(b.input) && !isNull(b.input) {
 				return dst, badRequest(bp + ".input: must be an object")
 			}
 			tools++
 		default:
-			return dst, unsupportedBlock(bp, t)
+			return dst, unsupportedBlock(bp, b.typ)
 		}
+		blocks = append(blocks, b)
 	}
 	if texts == 0 && tools == 0 {
 		return dst, nil
@@ -563,14 +617,9 @@ func assistantToChat(dst []byte, content, path string) ([]byte, *Error) {
 	dst = sep(dst)
 	dst = append(dst, `{"role":"assistant","content":"`...)
 	first := true
-	it, _ = arrIter(content)
-	for {
-		b, ok := it.elem()
-		if !ok {
-			break
-		}
-		if strEq(field(b, "type"), "text") {
-			dst = appendJoinedInner(dst, field(b, "text"), "", &first)
+	for i := range blocks {
+		if blocks[i].typ == "text" {
+			dst = appendJoinedInner(dst, blocks[i].text, "", &first)
 		}
 	}
 	dst = append(dst, '"')
@@ -580,40 +629,29 @@ func assistantToChat(dst []byte, content, path string) ([]byte, *Error) {
 	if thinks > 0 {
 		dst = append(dst, `,"reasoning_content":"`...)
 		first = true
-		it, _ = arrIter(content)
-		for {
-			b, ok := it.elem()
-			if !ok {
-				break
-			}
-			if strEq(field(b, "type"), "thinking") {
-				if th := field(b, "thinking"); isStr(th) {
-					dst = appendJoinedInner(dst, th, `\n\n`, &first)
-				}
+		for i := range blocks {
+			if b := &blocks[i]; b.typ == "thinking" && isStr(b.thinking) {
+				dst = appendJoinedInner(dst, b.thinking, `\n\n`, &first)
 			}
 		}
 		dst = append(dst, '"')
 	}
 	dst = append(dst, `,"tool_calls":[`...)
-	it, _ = arrIter(content)
-	for {
-		b, ok := it.elem()
-		if !ok {
-			break
-		}
-		if !strEq(field(b, "type"), "tool_use") {
+	for i := range blocks {
+		b := &blocks[i]
+		if b.typ != "tool_use" {
 			continue
 		}
 		dst = sep(dst)
 		dst = append(dst, `{"id":`...)
-		dst = append(dst, field(b, "id")...)
+		dst = append(dst, b.id...)
 		dst = append(dst, `,"type":"function","function":{"name":`...)
-		dst = append(dst, field(b, "name")...)
+		dst = append(dst, b.name...)
 		dst = append(dst, `,"arguments":`...)
-		if in := field(b, "input"); isNull(in) {
+		if isNull(b.input) {
 			dst = append(dst, `"{}"`...)
 		} else {
-			dst = appendStr(dst, in)
+			dst = appendStr(dst, b.input)
 		}
 		dst = append(dst, `}}`...)
 	}

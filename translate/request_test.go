@@ -2,6 +2,7 @@ package translate
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -237,5 +238,60 @@ func TestThinkingBudget(t *testing.T) {
 		if v.Thinking.Budget != c.budget || v.MaxTokens != c.maxTk {
 			t.Errorf("%s: budget %d max %d, want %d %d", c.body, v.Thinking.Budget, v.MaxTokens, c.budget, c.maxTk)
 		}
+	}
+}
+
+// A turn is read block by block once and written in several passes; turns
+// with more blocks than the reader keeps on the stack come out the same.
+func TestRequestManyBlocks(t *testing.T) {
+	var assistant, user []string
+	var wantText []string
+	for i := range 11 {
+		assistant = append(assistant, fmt.Sprintf(`{"type":"text","text":"a%d"}`, i))
+		user = append(user, fmt.Sprintf(`{"type":"text","text":"u%d"}`, i))
+		wantText = append(wantText, fmt.Sprintf("a%d", i))
+	}
+	assistant = append(assistant,
+		`{"type":"thinking","thinking":"hmm","signature":"s"}`,
+		`{"type":"tool_use","id":"c1","name":"f","input":{"x":1}}`,
+		`{"type":"tool_use","name":"g","id":"c2"}`)
+	body := `{"model":"m","max_tokens":8,"messages":[{"role":"assistant","content":[` + strings.Join(assistant, ",") +
+		`]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"c1","content":[{"type":"text","text":"r1"},{"type":"text","text":"r2"}]},` +
+		`{"type":"tool_result","tool_use_id":"c2","is_error":true},` + strings.Join(user, ",") + `]}]}`
+	out, _, err := TranslateRequest(Messages, []byte(body), &Config{Upstream: Chat}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Messages []struct {
+			Role             string `json:"role"`
+			Content          any    `json:"content"`
+			ReasoningContent string `json:"reasoning_content"`
+			ToolCallID       string `json:"tool_call_id"`
+			ToolCalls        []struct {
+				ID       string `json:"id"`
+				Function struct{ Name, Arguments string }
+			} `json:"tool_calls"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	m := got.Messages
+	if len(m) != 4 {
+		t.Fatalf("want assistant, two tool messages, user; got %s", out)
+	}
+	if m[0].Content != strings.Join(wantText, "") || m[0].ReasoningContent != "hmm" || len(m[0].ToolCalls) != 2 ||
+		m[0].ToolCalls[0].ID != "c1" || m[0].ToolCalls[0].Function.Arguments != `{"x":1}` ||
+		m[0].ToolCalls[1].ID != "c2" || m[0].ToolCalls[1].Function.Name != "g" || m[0].ToolCalls[1].Function.Arguments != "{}" {
+		t.Errorf("assistant turn: %+v", m[0])
+	}
+	if m[1].Role != "tool" || m[1].ToolCallID != "c1" || m[1].Content != "r1\nr2" ||
+		m[2].Role != "tool" || m[2].ToolCallID != "c2" || m[2].Content != "error" {
+		t.Errorf("tool messages: %+v %+v", m[1], m[2])
+	}
+	parts, _ := m[3].Content.([]any)
+	if m[3].Role != "user" || len(parts) != 11 || parts[10].(map[string]any)["text"] != "u10" {
+		t.Errorf("user turn: %+v", m[3])
 	}
 }
