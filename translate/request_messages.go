@@ -140,14 +140,16 @@ func chatToMessages(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 	dst = append(dst, model...)
 	dst = append(dst, `,"max_tokens":`...)
 	dst = appendInt(dst, maxTokens)
-	if dst, err = appendSystemMessages(dst, messages); err != nil {
-		return dst, req, err
-	}
 	dst = append(dst, `,"messages":[`...)
-	if dst, err = appendMessagesMessages(dst, messages); err != nil {
+	var sysBuf [8]systemMessage
+	sys := sysBuf[:0]
+	if dst, sys, err = appendMessagesMessages(dst, messages, sys); err != nil {
 		return dst, req, err
 	}
 	dst = append(dst, ']')
+	if dst, err = appendSystemMessages(dst, sys); err != nil {
+		return dst, req, err
+	}
 	if req.Stream {
 		dst = append(dst, `,"stream":true`...)
 	}
@@ -207,35 +209,26 @@ func msgRole(m, path string) (role, content string, err *Error) {
 	return inner(r), content, nil
 }
 
-// appendSystemMessages gathers system and developer messages (wherever they
-// are) into the top-level system prompt.
-func appendSystemMessages(dst []byte, messages string) ([]byte, *Error) {
+// systemMessage is a system or developer message, the index-th of the
+// conversation: the messages are gone over once, and these are written
+// after them as the top-level system prompt (JSON members have no order).
+type systemMessage struct {
+	content string
+	index   int
+}
+
+// appendSystemMessages writes the system prompt gathered from sys, if any.
+func appendSystemMessages(dst []byte, sys []systemMessage) ([]byte, *Error) {
 	mark := len(dst)
 	dst = append(dst, `,"system":"`...)
 	body := len(dst)
 	first := true
-	it, _ := arrIter(messages)
-	for i := 0; ; i++ {
-		m, ok := it.elem()
-		if !ok {
-			break
-		}
-		path := pathi("messages", i)
-		role, content, err := msgRole(m, path)
-		if err != nil {
-			return dst, err
-		}
-		if role != "system" && role != "developer" {
+	for _, m := range sys {
+		if isStr(m.content) {
+			dst = appendJoinedInner(dst, m.content, `\n\n`, &first)
 			continue
 		}
-		if isStr(content) {
-			dst = appendJoinedInner(dst, content, `\n\n`, &first)
-			continue
-		}
-		ci, ok := arrIter(content)
-		if !ok {
-			return dst, badRequest(path + ".content: must be a string or an array of text parts")
-		}
+		ci, _ := arrIter(m.content)
 		for j := 0; ; j++ {
 			p, ok := ci.elem()
 			if !ok {
@@ -243,7 +236,7 @@ func appendSystemMessages(dst []byte, messages string) ([]byte, *Error) {
 			}
 			txt := field(p, "text")
 			if !strEq(field(p, "type"), "text") || !isStr(txt) {
-				return dst, badRequest(pathi(path+".content", j) + ": system messages may only hold text parts")
+				return dst, badRequest(pathi(pathi("messages", m.index)+".content", j) + ": system messages may only hold text parts")
 			}
 			dst = appendJoinedInner(dst, txt, `\n\n`, &first)
 		}
@@ -282,19 +275,27 @@ func (t *turns) close() []byte {
 	return t.dst
 }
 
-func appendMessagesMessages(dst []byte, messages string) ([]byte, *Error) {
+// appendMessagesMessages writes the conversation's turns and appends its
+// system and developer messages to sys, for appendSystemMessages.
+func appendMessagesMessages(dst []byte, messages string, sys []systemMessage) ([]byte, []systemMessage, *Error) {
 	t := turns{dst: dst}
 	it, _ := arrIter(messages)
-	var err *Error
 	for i := 0; ; i++ {
 		m, ok := it.elem()
 		if !ok {
 			break
 		}
 		path := pathi("messages", i)
-		role, content, _ := msgRole(m, path)
+		role, content, err := msgRole(m, path)
+		if err != nil {
+			return t.dst, sys, err
+		}
 		switch role {
 		case "system", "developer":
+			if !isStr(content) && !isArr(content) {
+				err = badRequest(path + ".content: must be a string or an array of text parts")
+			}
+			sys = append(sys, systemMessage{content, i})
 		case "user":
 			err = userToMessages(&t, content, path)
 		case "assistant":
@@ -307,10 +308,10 @@ func appendMessagesMessages(dst []byte, messages string) ([]byte, *Error) {
 			err = badRequest(path + ".role: must be system, developer, user, assistant or tool")
 		}
 		if err != nil {
-			return t.dst, err
+			return t.dst, sys, err
 		}
 	}
-	return t.close(), nil
+	return t.close(), sys, nil
 }
 
 func userToMessages(t *turns, content, path string) *Error {

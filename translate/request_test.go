@@ -295,3 +295,39 @@ func TestRequestManyBlocks(t *testing.T) {
 		t.Errorf("user turn: %+v", m[3])
 	}
 }
+
+// System and developer messages, wherever they are in a chat conversation,
+// become the messages request's system prompt, in order; the conversation is
+// gone over once, so they are gathered while the turns are written.
+func TestRequestSystemGathered(t *testing.T) {
+	msgs := []string{`{"role":"system","content":"s0"}`, `{"role":"user","content":"hi"}`,
+		`{"role":"developer","content":[{"type":"text","text":"d1"},{"type":"text","text":"d2"}]}`,
+		`{"role":"assistant","content":"yo"}`, `{"role":"system","content":""}`}
+	want := []string{"s0", "d1", "d2"}
+	for i := range 9 {
+		msgs = append(msgs, fmt.Sprintf(`{"role":"system","content":"x%d"}`, i))
+		want = append(want, fmt.Sprintf("x%d", i))
+	}
+	body := `{"model":"m","messages":[` + strings.Join(msgs, ",") + `]}`
+	out, _, err := TranslateRequest(Chat, []byte(body), &Config{Upstream: Messages}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		System   string `json:"system"`
+		Messages []struct {
+			Role string `json:"role"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if got.System != strings.Join(want, "\n\n") || len(got.Messages) != 2 || got.Messages[0].Role != "user" || got.Messages[1].Role != "assistant" {
+		t.Errorf("got %s", out)
+	}
+	// A bad system message is reported with its place in the conversation.
+	_, _, err = TranslateRequest(Chat, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"system","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`), &Config{Upstream: Messages}, nil)
+	if err == nil || !strings.Contains(err.Error(), "messages.1.content.0: system messages may only hold text parts") {
+		t.Errorf("got %v", err)
+	}
+}
