@@ -183,10 +183,7 @@ func TestSimulatorSDKs(t *testing.T) {
 		params := openai.ChatCompletionNewParams{
 			Model:    "m-chat",
 			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Weather in Paris?")},
-			Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
-				Name:       "get_weather",
-				Parameters: weatherSchema,
-			})},
+			Tools:    chatWeatherTools(),
 		}
 		resp, _ := chat(t, params)
 		choice := resp.Choices[0]

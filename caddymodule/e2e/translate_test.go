@@ -97,6 +97,14 @@ func weatherTool() anthropic.ToolUnionParam {
 	}, "get_weather")
 }
 
+// chatWeatherTools is weatherTool for a chat completions request.
+func chatWeatherTools() []openai.ChatCompletionToolUnionParam {
+	return []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+		Name:       "get_weather",
+		Parameters: weatherSchema,
+	})}
+}
+
 func userText(s string) []anthropic.MessageParam {
 	return []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(s))}
 }
@@ -278,10 +286,7 @@ func openAISimulatorCases(t *testing.T, client openai.Client, viaMessages bool) 
 		params := openai.ChatCompletionNewParams{
 			Model:    "m-chat",
 			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Weather in Paris?")},
-			Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
-				Name:       "get_weather",
-				Parameters: weatherSchema,
-			})},
+			Tools:    chatWeatherTools(),
 		}
 		resp, _ := chatBothWays(t, client, params)
 		choice := resp.Choices[0]
@@ -306,10 +311,7 @@ func openAISimulatorCases(t *testing.T, client openai.Client, viaMessages bool) 
 			Model:           "m-chat",
 			ReasoningEffort: shared.ReasoningEffortHigh,
 			Messages:        []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Weather in Oslo?")},
-			Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
-				Name:       "get_weather",
-				Parameters: weatherSchema,
-			})},
+			Tools:           chatWeatherTools(),
 		}
 		resp, reasoning := chatBothWays(t, client, params)
 		choice := resp.Choices[0]
@@ -694,10 +696,6 @@ func TestTranslateScriptedUpstream(t *testing.T) {
 		return c.OpenAIClient("sk-test", oaioption.WithBaseURL(c.URL()+"/"+name+"/v1/"))
 	}
 	weatherTools := []anthropic.ToolUnionParam{weatherTool()}
-	chatWeatherTools := []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
-		Name:       "get_weather",
-		Parameters: weatherSchema,
-	})}
 	parisTokyo := []struct{ id, input string }{
 		{"chatcmpl-tool-8d0f2b5c7e1a4f3b9c6d2e8a0b4f7c1d", `{"city":"Paris","unit":"celsius"}`},
 		{"chatcmpl-tool-1a7e4c9b3d5f4e2a8b0c6d1f9e3a5b7c", `{"city":"Tokyo","unit":"fahrenheit"}`},
@@ -753,7 +751,7 @@ func TestTranslateScriptedUpstream(t *testing.T) {
 			Model:           "Qwen/QwQ-32B",
 			ReasoningEffort: shared.ReasoningEffortMedium,
 			Messages:        []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Weather in Paris and Tokyo?")},
-			Tools:           chatWeatherTools,
+			Tools:           chatWeatherTools(),
 		})
 		msg := cresp.Choices[0].Message
 		if strings.TrimSpace(reasoning) != strings.TrimSpace(resp.Content[0].Thinking) || msg.Content != "Checking both cities." ||
@@ -797,7 +795,7 @@ func TestTranslateScriptedUpstream(t *testing.T) {
 		cresp, reasoning := chatBothWays(t, chatAt("ollama"), openai.ChatCompletionNewParams{
 			Model:    "qwen3:8b",
 			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Weather in Paris and Tokyo?")},
-			Tools:    chatWeatherTools,
+			Tools:    chatWeatherTools(),
 		})
 		if ch := cresp.Choices[0]; reasoning != "Two cities, so two calls." || ch.FinishReason != "tool_calls" ||
 			len(ch.Message.ToolCalls) != 2 || ch.Message.Content != "" {
