@@ -374,7 +374,6 @@ func (l *loader) alternate(vs []*variant, d time.Duration) (map[string]sliceResu
 			}
 			r := res[v.name]
 			r.requests++
-			r.elapsed += total
 			r.latency = append(r.latency, total)
 			if v.stream {
 				r.ttfb = append(r.ttfb, ttfb)
