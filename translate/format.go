@@ -5,7 +5,9 @@ import (
 	"strings"
 )
 
-// Format is one of the two inference wire formats.
+// Format is an inference wire format. Chat and Messages are spoken by
+// clients and upstreams alike; Responses (the OpenAI Responses API) only by
+// clients: it is translated to either upstream format.
 type Format uint8
 
 const (
@@ -15,6 +17,9 @@ const (
 	Chat
 	// Messages is the messages format (POST /v1/messages).
 	Messages
+	// Responses is the OpenAI Responses API (POST /v1/responses). Its errors
+	// have the chat format's shape.
+	Responses
 )
 
 const (
@@ -22,10 +27,13 @@ const (
 	ChatPath = "/v1/chat/completions"
 	// MessagesPath is the path suffix of the messages endpoint.
 	MessagesPath = "/v1/messages"
+	// ResponsesPath is the path suffix of the Responses endpoint.
+	ResponsesPath = "/v1/responses"
 )
 
 // FormatFromPath tells the client's format from the request path, which ends
-// in /v1/chat/completions or /v1/messages (a trailing slash is tolerated).
+// in /v1/chat/completions, /v1/messages or /v1/responses (a trailing slash is
+// tolerated).
 func FormatFromPath(p string) Format {
 	p = strings.TrimSuffix(p, "/")
 	switch {
@@ -33,6 +41,8 @@ func FormatFromPath(p string) Format {
 		return Chat
 	case strings.HasSuffix(p, MessagesPath):
 		return Messages
+	case strings.HasSuffix(p, ResponsesPath):
+		return Responses
 	}
 	return Unknown
 }
@@ -65,6 +75,8 @@ func (f Format) String() string {
 		return "chat"
 	case Messages:
 		return "messages"
+	case Responses:
+		return "responses"
 	}
 	return "unknown"
 }
