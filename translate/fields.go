@@ -1,0 +1,225 @@
+package translate
+
+// The field rule: what happens to a request member that a translation cannot
+// carry into the upstream's format. It is written once, here, and every
+// request translator applies it through uncarried (or uncarriedAt) to each
+// member it does not carry itself:
+//
+//   - A hint — caching, context management, metadata, betas, service tiers,
+//     user ids, prompt cache keys, store flags, sampling penalties — changes
+//     nothing a client relies on. It is dropped.
+//   - A field that changes a result the client relies on — an output format
+//     the upstream cannot enforce, tool semantics, server-side tools, n > 1,
+//     log probabilities, audio — is refused: a 400 invalid_request_error
+//     whose message names the field and says what to do. Sent at its neutral
+//     value (n: 1, logprobs: false, an empty logit_bias, null) it asks for
+//     nothing and is dropped.
+//   - A field nobody has classified is dropped on translation: clients add
+//     fields with every release, and refusing what we do not know would break
+//     them on their next update.
+//
+// To an upstream that speaks the client's own format nothing is translated:
+// every member passes unchanged, classified or not, except the server-side
+// ones (fieldServer), which no upstream here can run and which are refused
+// on every path (passField).
+//
+// Names are member names, dotted for nested ones ("output_config.format",
+// "tools.defer_loading"); array indexes are left out of the name and kept in
+// the path a refusal reports.
+
+// fieldAction is what a translation does with a member it cannot carry.
+type fieldAction uint8
+
+const (
+	// fieldHint is dropped.
+	fieldHint fieldAction = iota
+	// fieldRefuse is refused unless its value is neutral.
+	fieldRefuse
+	// fieldServer belongs to server-side tools: refused unless neutral, on
+	// translation and on pass-through alike.
+	fieldServer
+)
+
+// fieldRule classifies one member of one client format's requests.
+type fieldRule struct {
+	client Format
+	name   string
+	action fieldAction
+	// neutral reports a value that asks for nothing beyond the default, so a
+	// refused field with it is dropped instead. Null always is; nil means
+	// only null.
+	neutral func(v string) bool
+	// fix follows "<path>: " in a refusal: why, and what to do instead.
+	fix string
+}
+
+// fieldRules is the table. Members a translator carries (model, messages,
+// tools, stop sequences, sampling, reasoning...) are not listed: the
+// translators handle them. A Responses client is translated through the chat
+// translation, so the Chat rows apply to it too after its own.
+var fieldRules = [...]fieldRule{
+	// Messages clients (to a chat upstream).
+	{client: Messages, name: "metadata", action: fieldHint},             // user_id is carried as user
+	{client: Messages, name: "metadata.user_id", action: fieldHint},     // when it is not a string
+	{client: Messages, name: "context_management", action: fieldHint},   // the upstream keeps no context
+	{client: Messages, name: "cache_control", action: fieldHint},        // prompt caching, top level
+	{client: Messages, name: "system.cache_control", action: fieldHint}, // on system blocks
+	{client: Messages, name: "messages.content.cache_control", action: fieldHint},
+	{client: Messages, name: "messages.content.citations", action: fieldHint},
+	{client: Messages, name: "messages.content.signature", action: fieldHint}, // of thinking blocks handed back
+	{client: Messages, name: "tools.cache_control", action: fieldHint},
+	{client: Messages, name: "tools.defer_loading", action: fieldHint}, // the tool is simply always loaded
+	{client: Messages, name: "tools.input_examples", action: fieldHint},
+	{client: Messages, name: "tools.eager_input_streaming", action: fieldHint},
+	{client: Messages, name: "service_tier", action: fieldHint},
+	{client: Messages, name: "inference_geo", action: fieldHint},
+	{client: Messages, name: "speed", action: fieldHint},
+	{client: Messages, name: "diagnostics", action: fieldHint},
+	{client: Messages, name: "thinking.display", action: fieldHint}, // reasoning is returned in full
+	{client: Messages, name: "output_config.format", action: fieldRefuse, // json_schema is carried
+		fix: "only {type: json_schema, schema} can be enforced on this model's upstream; describe other formats in the prompt"},
+	{client: Messages, name: "mcp_servers", action: fieldServer, neutral: isEmptyArr,
+		fix: "MCP servers run on the vendor's side, which is not supported; connect them in your client and offer their tools as client tools"},
+	{client: Messages, name: "container", action: fieldServer,
+		fix: "server-side code execution containers are not supported; leave container out"},
+
+	// Chat clients (to a messages upstream).
+	{client: Chat, name: "seed", action: fieldHint},
+	{client: Chat, name: "frequency_penalty", action: fieldHint},
+	{client: Chat, name: "presence_penalty", action: fieldHint},
+	{client: Chat, name: "store", action: fieldHint},
+	{client: Chat, name: "metadata", action: fieldHint},
+	{client: Chat, name: "service_tier", action: fieldHint},
+	{client: Chat, name: "prompt_cache_key", action: fieldHint},
+	{client: Chat, name: "prompt_cache_retention", action: fieldHint},
+	{client: Chat, name: "safety_identifier", action: fieldHint},
+	{client: Chat, name: "verbosity", action: fieldHint},
+	{client: Chat, name: "prediction", action: fieldHint}, // a latency optimisation only
+	{client: Chat, name: "n", action: fieldRefuse, neutral: isOne,
+		fix: "this model's upstream returns one choice per request; send n=1 or leave it out"},
+	{client: Chat, name: "logprobs", action: fieldRefuse, neutral: isFalse,
+		fix: "this model's upstream does not return log probabilities; leave logprobs out"},
+	{client: Chat, name: "top_logprobs", action: fieldRefuse, neutral: isZero,
+		fix: "this model's upstream does not return log probabilities; leave top_logprobs out"},
+	{client: Chat, name: "response_format", action: fieldRefuse, neutral: isTextFormat,
+		fix: "this model's upstream cannot enforce a response format; describe the format in the prompt instead"},
+	{client: Chat, name: "logit_bias", action: fieldRefuse, neutral: isEmptyObj,
+		fix: "this model's upstream does not support logit_bias; leave it out"},
+	{client: Chat, name: "audio", action: fieldRefuse,
+		fix: "audio output is not supported; leave audio out"},
+	{client: Chat, name: "modalities", action: fieldRefuse, neutral: isTextOnly,
+		fix: "only text output is supported; ask for [\"text\"] or leave modalities out"},
+	{client: Chat, name: "functions", action: fieldRefuse,
+		fix: "legacy functions are not supported; use tools and tool_choice"},
+	{client: Chat, name: "function_call", action: fieldRefuse,
+		fix: "legacy functions are not supported; use tools and tool_choice"},
+	{client: Chat, name: "web_search_options", action: fieldServer,
+		fix: "server-side web search is not supported; leave web_search_options out"},
+
+	// Responses clients (before their chat translation). Helper C's
+	// translator owns these rows; adjust them there.
+	{client: Responses, name: "store", action: fieldHint}, // nothing is stored either way
+	{client: Responses, name: "metadata", action: fieldHint},
+	{client: Responses, name: "client_metadata", action: fieldHint},
+	{client: Responses, name: "prompt_cache_key", action: fieldHint},
+	{client: Responses, name: "prompt_cache_retention", action: fieldHint},
+	{client: Responses, name: "service_tier", action: fieldHint},
+	{client: Responses, name: "user", action: fieldHint},
+	{client: Responses, name: "safety_identifier", action: fieldHint},
+	{client: Responses, name: "truncation", action: fieldHint},
+	{client: Responses, name: "text.verbosity", action: fieldHint},
+	{client: Responses, name: "previous_response_id", action: fieldRefuse,
+		fix: "Timeblock keeps no response state; send the whole conversation in input (store: false)"},
+	{client: Responses, name: "conversation", action: fieldRefuse,
+		fix: "Timeblock keeps no conversation state; send the whole conversation in input"},
+	{client: Responses, name: "background", action: fieldRefuse, neutral: isFalse,
+		fix: "background responses are not supported; send background: false or leave it out"},
+	{client: Responses, name: "prompt", action: fieldRefuse,
+		fix: "stored prompt templates are not supported; send instructions and input instead"},
+	{client: Responses, name: "top_logprobs", action: fieldRefuse, neutral: isZero,
+		fix: "this model's upstream does not return log probabilities; leave top_logprobs out"},
+}
+
+type fieldKey struct {
+	client Format
+	name   string
+}
+
+// fieldIndex finds a rule by client and name.
+var fieldIndex = func() map[fieldKey]*fieldRule {
+	m := make(map[fieldKey]*fieldRule, len(fieldRules))
+	for i := range fieldRules {
+		r := &fieldRules[i]
+		k := fieldKey{r.client, r.name}
+		if _, dup := m[k]; dup {
+			panic("translate: field rule listed twice: " + r.client.String() + " " + r.name)
+		}
+		m[k] = r
+	}
+	return m
+}()
+
+func lookupField(client Format, name string) *fieldRule {
+	return fieldIndex[fieldKey{client, name}]
+}
+
+// uncarried applies the field rule to the top-level member name (value v)
+// of a client request that the translation to another format does not
+// carry: nil means drop it, an error refuses the request.
+func uncarried(client Format, name, v string) *Error {
+	return uncarriedAt(client, name, name, v)
+}
+
+// uncarriedAt is uncarried for a nested member: name is its rule's name
+// ("tools.defer_loading"), path where it is in this request ("tools.3.defer_loading").
+func uncarriedAt(client Format, name, path, v string) *Error {
+	if isNull(v) {
+		return nil
+	}
+	r := lookupField(client, name)
+	if r == nil || r.action == fieldHint || (r.neutral != nil && r.neutral(v)) {
+		return nil
+	}
+	return badRequest(path + ": " + r.fix)
+}
+
+// passField applies the rule on pass-through, to an upstream that speaks the
+// client's format: everything passes but server-side fields.
+func passField(client Format, name, v string) *Error {
+	if isNull(v) {
+		return nil
+	}
+	if r := lookupField(client, name); r != nil && r.action == fieldServer && (r.neutral == nil || !r.neutral(v)) {
+		return badRequest(name + ": " + r.fix)
+	}
+	return nil
+}
+
+// Neutral values.
+
+func isOne(v string) bool      { n, ok := toInt(v); return ok && n == 1 }
+func isZero(v string) bool     { n, ok := toInt(v); return ok && n == 0 }
+func isFalse(v string) bool    { return v == "false" }
+func isEmptyObj(v string) bool { return trimJSON(v) == "{}" }
+func isEmptyArr(v string) bool { return trimJSON(v) == "[]" }
+
+// isTextFormat: response_format {type: text} is the default.
+func isTextFormat(v string) bool { return strEq(field(v, "type"), "text") }
+
+// isTextOnly: modalities that ask for text alone (anything but an array is
+// left to the upstream, as before).
+func isTextOnly(v string) bool {
+	it, ok := arrIter(v)
+	if !ok {
+		return true
+	}
+	for {
+		e, ok := it.elem()
+		if !ok {
+			return true
+		}
+		if !strEq(e, "text") {
+			return false
+		}
+	}
+}
