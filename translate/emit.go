@@ -200,8 +200,20 @@ func (s *Stream) mStart() {
 	}
 	s.out = append(s.out, s.model...)
 	s.out = append(s.out, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":`...)
-	s.out = s.u.appendMessages(s.out)
+	u := s.usageSoFar()
+	s.out = u.appendMessages(s.out)
 	s.out = append(s.out, "}}\n\n"...)
+}
+
+// usageSoFar is the usage a messages client is told: the upstream's, or,
+// while the upstream has reported none (a chat upstream reports it at the
+// end), the request's input estimate, so that message_start does not say
+// the prompt was empty.
+func (s *Stream) usageSoFar() usage {
+	if !s.u.seen && s.req.InputTokens > 0 {
+		return usage{input: s.req.InputTokens}
+	}
+	return s.u
 }
 
 func (s *Stream) mBlockStop(idx int) {
@@ -343,7 +355,8 @@ func (s *Stream) mFinal() {
 		s.out = append(s.out, "null"...)
 	}
 	s.out = append(s.out, `},"usage":`...)
-	s.out = s.u.appendMessages(s.out)
+	u := s.usageSoFar()
+	s.out = u.appendMessages(s.out)
 	s.out = append(s.out, "}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"...)
 }
 

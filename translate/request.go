@@ -18,6 +18,10 @@ type Request struct {
 	IncludeUsage bool
 	// Reasoning is true when the client asked for reasoning.
 	Reasoning bool
+	// InputTokens estimates the prompt's tokens (count.go) for a streamed
+	// messages request to a chat upstream, which counts them only at the
+	// end: message_start reports the estimate, message_delta the count.
+	InputTokens int64
 }
 
 // TranslateRequest turns a client body (in format client) into the body for
@@ -71,6 +75,9 @@ func translateRequest(client Format, body []byte, cfg *Config, buf []byte, valid
 	}
 	if err != nil {
 		return buf[:mark], Request{}, err
+	}
+	if client == Messages && cfg.Upstream == Chat && req.Stream {
+		req.InputTokens = estimateMessages(s)
 	}
 	return out, req, nil
 }

@@ -17,10 +17,10 @@ type requestCase struct {
 
 func requestCases() []requestCase {
 	return []requestCase{
-		{name: "messages_full.openai", file: "messages_full", client: Messages, cfg: Config{Upstream: Chat}, want: Request{Stream: true, Reasoning: true}},
-		{name: "messages_full.kwargs", file: "messages_full", client: Messages, cfg: Config{Upstream: Chat, Reasoning: DialectChatTemplateKwargs, OmitTopK: true}, want: Request{Stream: true, Reasoning: true}},
-		{name: "messages_full.thinking", file: "messages_full", client: Messages, cfg: Config{Upstream: Chat, Reasoning: DialectThinking}, want: Request{Stream: true, Reasoning: true}},
-		{name: "messages_full.effort_scale", file: "messages_full", client: Messages, cfg: Config{Upstream: Chat, Reasoning: DialectEffortScale}, want: Request{Stream: true, Reasoning: true}},
+		{name: "messages_full.openai", file: "messages_full", client: Messages, cfg: Config{Upstream: Chat}, want: Request{Stream: true, Reasoning: true, InputTokens: 5102}},
+		{name: "messages_full.kwargs", file: "messages_full", client: Messages, cfg: Config{Upstream: Chat, Reasoning: DialectChatTemplateKwargs, OmitTopK: true}, want: Request{Stream: true, Reasoning: true, InputTokens: 5102}},
+		{name: "messages_full.thinking", file: "messages_full", client: Messages, cfg: Config{Upstream: Chat, Reasoning: DialectThinking}, want: Request{Stream: true, Reasoning: true, InputTokens: 5102}},
+		{name: "messages_full.effort_scale", file: "messages_full", client: Messages, cfg: Config{Upstream: Chat, Reasoning: DialectEffortScale}, want: Request{Stream: true, Reasoning: true, InputTokens: 5102}},
 		{name: "messages_tool_choice", client: Messages, cfg: Config{Upstream: Chat, Reasoning: DialectEffortScale}, want: Request{Reasoning: true}},
 		{name: "messages_nothink.kwargs", file: "messages_nothink", client: Messages, cfg: Config{Upstream: Chat, Reasoning: DialectChatTemplateKwargs}},
 		{name: "messages_nothink.openai", file: "messages_nothink", client: Messages, cfg: Config{Upstream: Chat}},
