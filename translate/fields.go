@@ -1,5 +1,7 @@
 package translate
 
+import "strings"
+
 // The field rule: what happens to a request member that a translation cannot
 // carry into the upstream's format. It is written once, here, and every
 // request translator applies it through uncarried (or uncarriedAt) to each
@@ -25,7 +27,10 @@ package translate
 //
 // Names are member names, dotted for nested ones ("output_config.format",
 // "tools.defer_loading"); array indexes are left out of the name and kept in
-// the path a refusal reports.
+// the path a refusal reports. Members of content blocks (system blocks
+// included) that a translation does not carry — cache_control, citations, a
+// thinking block's signature — are hints and are not looked up; a block
+// type that cannot be carried is refused by the translator itself.
 
 // fieldAction is what a translation does with a member it cannot carry.
 type fieldAction uint8
@@ -59,14 +64,9 @@ type fieldRule struct {
 // translation, so the Chat rows apply to it too after its own.
 var fieldRules = [...]fieldRule{
 	// Messages clients (to a chat upstream).
-	{client: Messages, name: "metadata", action: fieldHint},             // user_id is carried as user
-	{client: Messages, name: "metadata.user_id", action: fieldHint},     // when it is not a string
-	{client: Messages, name: "context_management", action: fieldHint},   // the upstream keeps no context
-	{client: Messages, name: "cache_control", action: fieldHint},        // prompt caching, top level
-	{client: Messages, name: "system.cache_control", action: fieldHint}, // on system blocks
-	{client: Messages, name: "messages.content.cache_control", action: fieldHint},
-	{client: Messages, name: "messages.content.citations", action: fieldHint},
-	{client: Messages, name: "messages.content.signature", action: fieldHint}, // of thinking blocks handed back
+	{client: Messages, name: "metadata", action: fieldHint},           // but user_id, carried as user
+	{client: Messages, name: "context_management", action: fieldHint}, // the upstream keeps no context
+	{client: Messages, name: "cache_control", action: fieldHint},      // prompt caching, top level
 	{client: Messages, name: "tools.cache_control", action: fieldHint},
 	{client: Messages, name: "tools.defer_loading", action: fieldHint}, // the tool is simply always loaded
 	{client: Messages, name: "tools.input_examples", action: fieldHint},
@@ -78,8 +78,10 @@ var fieldRules = [...]fieldRule{
 	{client: Messages, name: "thinking.display", action: fieldHint}, // reasoning is returned in full
 	{client: Messages, name: "output_config.format", action: fieldRefuse, // json_schema is carried
 		fix: "only {type: json_schema, schema} can be enforced on this model's upstream; describe other formats in the prompt"},
+	{client: Messages, name: "output_format", action: fieldRefuse, // the beta's spelling; json_schema is carried
+		fix: "only {type: json_schema, schema} can be enforced on this model's upstream; describe other formats in the prompt"},
 	{client: Messages, name: "mcp_servers", action: fieldServer, neutral: isEmptyArr,
-		fix: "MCP servers run on the vendor's side, which is not supported; connect them in your client and offer their tools as client tools"},
+		fix: "MCP servers are server-side tools, which are not supported; connect them in your client and offer their tools as client tools"},
 	{client: Messages, name: "container", action: fieldServer,
 		fix: "server-side code execution containers are not supported; leave container out"},
 
@@ -140,17 +142,21 @@ var fieldRules = [...]fieldRule{
 		fix: "this model's upstream does not return log probabilities; leave top_logprobs out"},
 }
 
+// fieldKey indexes the table: a nested rule's name is split at its last
+// dot, so that a translator looks a member up without joining strings.
 type fieldKey struct {
-	client Format
-	name   string
+	client       Format
+	parent, name string
 }
 
-// fieldIndex finds a rule by client and name.
 var fieldIndex = func() map[fieldKey]*fieldRule {
 	m := make(map[fieldKey]*fieldRule, len(fieldRules))
 	for i := range fieldRules {
 		r := &fieldRules[i]
-		k := fieldKey{r.client, r.name}
+		k := fieldKey{client: r.client, name: r.name}
+		if j := strings.LastIndexByte(r.name, '.'); j >= 0 {
+			k.parent, k.name = r.name[:j], r.name[j+1:]
+		}
 		if _, dup := m[k]; dup {
 			panic("translate: field rule listed twice: " + r.client.String() + " " + r.name)
 		}
@@ -159,38 +165,51 @@ var fieldIndex = func() map[fieldKey]*fieldRule {
 	return m
 }()
 
-func lookupField(client Format, name string) *fieldRule {
-	return fieldIndex[fieldKey{client, name}]
+func lookupField(client Format, parent, name string) *fieldRule {
+	return fieldIndex[fieldKey{client, parent, name}]
 }
 
 // uncarried applies the field rule to the top-level member name (value v)
 // of a client request that the translation to another format does not
 // carry: nil means drop it, an error refuses the request.
 func uncarried(client Format, name, v string) *Error {
-	return uncarriedAt(client, name, name, v)
+	return uncarriedIn(client, "", -1, name, v)
 }
 
-// uncarriedAt is uncarried for a nested member: name is its rule's name
-// ("tools.defer_loading"), path where it is in this request ("tools.3.defer_loading").
-func uncarriedAt(client Format, name, path, v string) *Error {
+// uncarriedIn is uncarried for the member name of a nested object: parent
+// is the rule's prefix ("tools", "output_config") and index the element of
+// the parent array it is in (-1 when the parent is an object), which only
+// the refusal's path shows ("tools.3.defer_loading").
+func uncarriedIn(client Format, parent string, index int, name, v string) *Error {
 	if isNull(v) {
 		return nil
 	}
-	r := lookupField(client, name)
+	r := lookupField(client, parent, name)
 	if r == nil || r.action == fieldHint || (r.neutral != nil && r.neutral(v)) {
 		return nil
+	}
+	return r.refuse(parent, index, name)
+}
+
+func (r *fieldRule) refuse(parent string, index int, name string) *Error {
+	path := name
+	switch {
+	case parent != "" && index >= 0:
+		path = pathi(parent, index) + "." + name
+	case parent != "":
+		path = parent + "." + name
 	}
 	return badRequest(path + ": " + r.fix)
 }
 
 // passField applies the rule on pass-through, to an upstream that speaks the
-// client's format: everything passes but server-side fields.
+// client's format: every top-level member passes but server-side ones.
 func passField(client Format, name, v string) *Error {
 	if isNull(v) {
 		return nil
 	}
-	if r := lookupField(client, name); r != nil && r.action == fieldServer && (r.neutral == nil || !r.neutral(v)) {
-		return badRequest(name + ": " + r.fix)
+	if r := lookupField(client, "", name); r != nil && r.action == fieldServer && (r.neutral == nil || !r.neutral(v)) {
+		return r.refuse("", -1, name)
 	}
 	return nil
 }

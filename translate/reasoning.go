@@ -7,6 +7,16 @@ package translate
 // dialect. Off, and omitted (the API's default is no reasoning), remove every
 // reasoning field; only the chat_template_kwargs dialect writes an explicit
 // enable_thinking false, because hybrid templates think unless told not to.
+//
+// Today's messages clients (Claude Code) send thinking {type: adaptive,
+// display?} with output_config.effort: adaptive turns reasoning on, at the
+// effort asked (high when none is, the messages API's default), and an
+// effort alone sets the level without turning reasoning on (as in that API,
+// where it also shapes answers without thinking). To a messages upstream in
+// the thinking dialect such a request passes unchanged (passThinking);
+// display (summarized or omitted) rides along on a thinking object written
+// for a messages upstream and is dropped on a chat upstream, which returns
+// the reasoning in full.
 
 type effort uint8
 
@@ -26,8 +36,15 @@ type reasoning struct {
 	budget                             int64
 	// kwargsRest holds the client's other chat_template_kwargs members, raw.
 	kwargsRest string
-	on         bool
-	set        bool
+	// thinkingRaw is the client's thinking member and display its display
+	// member, raw; adaptive says its type is adaptive.
+	thinkingRaw, display string
+	adaptive             bool
+	// outEffort is output_config.effort, the level when no other source
+	// sets one.
+	outEffort effort
+	on        bool
+	set       bool
 }
 
 // member consumes the top-level member k if it is a reasoning field. chat
@@ -72,8 +89,9 @@ func (r *reasoning) parseThinking(v string) *Error {
 		r.thinking = -1
 		return nil
 	case !isObj(v):
-		return badRequest("thinking: must be an object {type: enabled|disabled, budget_tokens?}")
+		return badRequest("thinking: must be an object {type: enabled|adaptive|disabled, budget_tokens?, display?}")
 	}
+	r.thinkingRaw = v
 	it, _ := objIter(v)
 	var typ string
 	for {
@@ -84,9 +102,17 @@ func (r *reasoning) parseThinking(v string) *Error {
 		switch k {
 		case "type":
 			if !isStr(val) {
-				return badRequest("thinking.type: must be a string (enabled or disabled)")
+				return badRequest("thinking.type: must be a string (enabled, adaptive or disabled)")
 			}
 			typ = inner(val)
+		case "display":
+			if isNull(val) {
+				continue
+			}
+			if !isStr(val) {
+				return badRequest("thinking.display: must be a string (summarized or omitted)")
+			}
+			r.display = val
 		case "budget_tokens":
 			if isNull(val) {
 				continue
@@ -99,18 +125,21 @@ func (r *reasoning) parseThinking(v string) *Error {
 		}
 	}
 	switch typ {
-	case "enabled", "adaptive":
+	case "enabled":
 		r.thinking = 1
+	case "adaptive":
+		r.thinking = 1
+		r.adaptive = true
 	case "disabled":
 		r.thinking = -1
 	case "":
 		if r.budget > 0 {
 			r.thinking = 1
 		} else {
-			return badRequest("thinking.type: required (enabled or disabled)")
+			return badRequest("thinking.type: required (enabled, adaptive or disabled)")
 		}
 	default:
-		return badRequest("thinking.type: must be enabled or disabled, got " + typ)
+		return badRequest("thinking.type: must be enabled, adaptive or disabled, got " + typ)
 	}
 	return nil
 }
@@ -131,6 +160,26 @@ func parseEffort(v, path string) (int8, effort, *Error) {
 		}
 	}
 	return 0, effUnset, badRequest(path + ": must be one of none, low, medium, high, max")
+}
+
+// outputEffort reads output_config.effort (low, medium, high, xhigh, max).
+func (r *reasoning) outputEffort(v string) *Error {
+	if isNull(v) {
+		return nil
+	}
+	on, e, err := parseEffort(v, "output_config.effort")
+	if err != nil || on < 0 {
+		return badRequest("output_config.effort: must be one of low, medium, high, xhigh, max")
+	}
+	r.outEffort = e
+	return nil
+}
+
+// passThinking says the client's own thinking member goes to the upstream
+// unchanged: a messages client's adaptive thinking, to a messages upstream
+// in the thinking dialect, with no reasoning_effort to fold in.
+func (r *reasoning) passThinking(cfg *Config) bool {
+	return r.adaptive && r.effortSrc == 0 && cfg.Upstream == Messages && cfg.Dialect() == DialectThinking
 }
 
 func (r *reasoning) parseOpenRouter(v string) *Error {
@@ -232,6 +281,12 @@ func (r *reasoning) resolve() *Error {
 	}
 	r.set = on || off
 	r.on = on
+	if r.effort == effUnset {
+		r.effort = r.outEffort
+	}
+	if on && r.adaptive && r.effort == effUnset && r.budget == 0 {
+		r.effort = effHigh // the messages API's default effort
+	}
 	return nil
 }
 
@@ -325,6 +380,10 @@ func (r *reasoning) appendReasoning(dst []byte, cfg *Config, chatUp bool) []byte
 		dst = key(dst, "thinking")
 		dst = append(dst, `{"type":"enabled","budget_tokens":`...)
 		dst = appendInt(dst, r.budget)
+		if r.display != "" && !chatUp {
+			dst = append(dst, `,"display":`...)
+			dst = append(dst, r.display...)
+		}
 		dst = append(dst, '}')
 	}
 	return dst

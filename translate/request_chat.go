@@ -1,10 +1,16 @@
 package translate
 
 // Messages client → chat completions upstream.
+//
+// What a chat upstream cannot carry follows the field rule (fields.go):
+// caching, context management, metadata but the user id, deferred tool
+// loading and thinking display are dropped; server-side tools and output
+// formats other than a JSON schema are refused.
 
 func messagesToChat(dst []byte, s string, cfg *Config) ([]byte, Request, *Error) {
 	var (
 		model, messages, system, stop, temperature, topP, topK, user, tools, toolChoice string
+		schema                                                                          string
 		maxTokens                                                                       int64
 		req                                                                             Request
 		r                                                                               reasoning
@@ -64,10 +70,14 @@ func messagesToChat(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 			tools = v
 		case "tool_choice":
 			toolChoice = v
-		case "mcp_servers", "container":
-			if !isNull(v) && trimJSON(v) != "[]" {
-				return dst, req, badRequest(k + ": server-side tools are not supported")
+		case "output_config":
+			schema, err = outputConfigChat(&r, v, schema)
+		case "output_format": // the structured-outputs beta's spelling of output_config.format
+			if !isNull(v) {
+				schema, err = outputFormatChat(v, "", "output_format")
 			}
+		default:
+			err = uncarried(Messages, k, v)
 		}
 		if err != nil {
 			return dst, req, err
@@ -91,7 +101,7 @@ func messagesToChat(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 	dst = append(dst, `{"model":`...)
 	dst = append(dst, model...)
 	dst = append(dst, `,"messages":[`...)
-	if dst, err = appendSystemChat(dst, system); err != nil {
+	if dst, err = appendSystemChat(dst, system, "system"); err != nil {
 		return dst, req, err
 	}
 	if dst, err = appendMessagesChat(dst, messages); err != nil {
@@ -129,26 +139,87 @@ func messagesToChat(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 	if dst, err = appendToolsChat(dst, tools, toolChoice); err != nil {
 		return dst, req, err
 	}
+	if schema != "" {
+		dst = append(dst, `,"response_format":{"type":"json_schema","json_schema":{"name":"output","strict":true,"schema":`...)
+		dst = append(dst, schema...)
+		dst = append(dst, `}}`...)
+	}
 	dst = r.appendReasoning(dst, cfg, true)
 	return append(dst, '}'), req, nil
 }
 
-// appendSystemChat writes the system prompt (string or text blocks) as one
-// system message.
-func appendSystemChat(dst []byte, v string) ([]byte, *Error) {
+// outputConfigChat reads output_config: effort goes to the reasoning
+// control, a JSON schema format becomes the chat response_format (its
+// schema is returned), the rest follows the field rule.
+func outputConfigChat(r *reasoning, v, schema string) (string, *Error) {
+	if isNull(v) {
+		return schema, nil
+	}
+	it, ok := objIter(v)
+	if !ok {
+		return schema, badRequest("output_config: must be an object")
+	}
+	var err *Error
+	for {
+		k, val, ok := it.next()
+		if !ok {
+			return schema, nil
+		}
+		switch k {
+		case "effort":
+			err = r.outputEffort(val)
+		case "format":
+			if !isNull(val) {
+				schema, err = outputFormatChat(val, "output_config", "format")
+			}
+		default:
+			err = uncarriedIn(Messages, "output_config", -1, k, val)
+		}
+		if err != nil {
+			return schema, err
+		}
+	}
+}
+
+// outputFormatChat reads a structured output format, {type: json_schema,
+// schema}, and returns its schema; other types are refused.
+func outputFormatChat(v, parent, name string) (string, *Error) {
+	path := name
+	if parent != "" {
+		path = parent + "." + name
+	}
+	if !isObj(v) {
+		return "", badRequest(path + ": must be an object {type: json_schema, schema}")
+	}
+	if !strEq(field(v, "type"), "json_schema") {
+		return "", uncarriedIn(Messages, parent, -1, name, v)
+	}
+	sc := field(v, "schema")
+	if !isObj(sc) {
+		return "", badRequest(path + ".schema: must be a JSON schema object")
+	}
+	return sc, nil
+}
+
+// appendSystemChat writes a system prompt (string or text blocks), the one
+// at path, as one system message; the blocks' cache_control is a hint,
+// dropped.
+func appendSystemChat(dst []byte, v, path string) ([]byte, *Error) {
 	if isNull(v) || emptyStr(v) {
 		return dst, nil
 	}
 	if isStr(v) {
+		dst = sep(dst)
 		dst = append(dst, `{"role":"system","content":`...)
 		dst = append(dst, v...)
 		return append(dst, '}'), nil
 	}
 	it, ok := arrIter(v)
 	if !ok {
-		return dst, badRequest("system: must be a string or an array of text blocks")
+		return dst, badRequest(path + ": must be a string or an array of text blocks")
 	}
 	mark := len(dst)
+	dst = sep(dst)
 	dst = append(dst, `{"role":"system","content":"`...)
 	body := len(dst)
 	first := true
@@ -158,10 +229,10 @@ func appendSystemChat(dst []byte, v string) ([]byte, *Error) {
 			break
 		}
 		if !strEq(field(b, "type"), "text") {
-			return dst, badRequest(pathi("system", i) + ": only text blocks are allowed in system")
+			return dst, badRequest(pathi(path, i) + ": only text blocks are allowed in system")
 		}
 		t := field(b, "text")
-		if err := needString(t, pathi("system", i)+".text"); err != nil {
+		if err := needString(t, pathi(path, i)+".text"); err != nil {
 			return dst, err
 		}
 		dst = appendJoinedInner(dst, t, `\n\n`, &first)
@@ -206,8 +277,12 @@ func appendMessagesChat(dst []byte, v string) ([]byte, *Error) {
 			dst, err = userToChat(dst, content, path)
 		case strEq(role, "assistant"):
 			dst, err = assistantToChat(dst, content, path)
+		case strEq(role, "system"):
+			// Instructions between turns (Claude Code sends them) stay
+			// where they are: a system message at that position.
+			dst, err = appendSystemChat(dst, content, path)
 		default:
-			return dst, badRequest(path + ".role: must be user or assistant")
+			return dst, badRequest(path + ".role: must be user, assistant or system")
 		}
 		if err != nil {
 			return dst, err
@@ -674,47 +749,15 @@ func appendToolsChat(dst []byte, tools, choice string) ([]byte, *Error) {
 	dst = key(dst, "tools")
 	dst = append(dst, '[')
 	n := 0
+	var err *Error
 	for i := 0; ; i++ {
 		t, ok := it.elem()
 		if !ok {
 			break
 		}
-		path := pathi("tools", i)
-		if !isObj(t) {
-			return dst, badRequest(path + ": must be an object")
+		if dst, err = appendToolChat(dst, t, i); err != nil {
+			return dst, err
 		}
-		if typ := field(t, "type"); !isNull(typ) {
-			if !isStr(typ) {
-				return dst, badRequest(path + ".type: must be a string")
-			}
-			if ts := str(typ); ts != "custom" {
-				if isServerTool(ts) {
-					return dst, serverToolError(path, ts)
-				}
-				return dst, badRequest(path + ": tool type " + ts + " is not supported; only client tools are")
-			}
-		}
-		name := field(t, "name")
-		if !isStr(name) || emptyStr(name) {
-			return dst, badRequest(path + ".name: must be a non-empty string")
-		}
-		dst = sep(dst)
-		dst = append(dst, `{"type":"function","function":{"name":`...)
-		dst = append(dst, name...)
-		if d := field(t, "description"); isStr(d) {
-			dst = append(dst, `,"description":`...)
-			dst = append(dst, d...)
-		}
-		dst = append(dst, `,"parameters":`...)
-		switch sc := field(t, "input_schema"); {
-		case isObj(sc):
-			dst = append(dst, sc...)
-		case isNull(sc):
-			dst = append(dst, `{"type":"object","properties":{}}`...)
-		default:
-			return dst, badRequest(path + ".input_schema: must be an object")
-		}
-		dst = append(dst, `}}`...)
 		n++
 	}
 	if n == 0 {
@@ -750,4 +793,75 @@ func appendToolsChat(dst []byte, tools, choice string) ([]byte, *Error) {
 		dst = append(dst, `,"parallel_tool_calls":false`...)
 	}
 	return dst, nil
+}
+
+// appendToolChat writes the client tool t, tools[i], as a function tool.
+// Its members a function cannot carry (cache_control, defer_loading,
+// input_examples...) follow the field rule.
+func appendToolChat(dst []byte, t string, i int) ([]byte, *Error) {
+	path := pathi("tools", i)
+	it, ok := objIter(t)
+	if !ok {
+		return dst, badRequest(path + ": must be an object")
+	}
+	var typ, name, desc, schema, strict string
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		switch k {
+		case "type":
+			typ = v
+		case "name":
+			name = v
+		case "description":
+			desc = v
+		case "input_schema":
+			schema = v
+		case "strict":
+			if err := checkBool(v, path+".strict"); err != nil {
+				return dst, err
+			}
+			strict = v
+		default:
+			if err := uncarriedIn(Messages, "tools", i, k, v); err != nil {
+				return dst, err
+			}
+		}
+	}
+	if !isNull(typ) {
+		if !isStr(typ) {
+			return dst, badRequest(path + ".type: must be a string")
+		}
+		if ts := str(typ); ts != "custom" {
+			if isServerTool(ts) {
+				return dst, serverToolError(path, ts)
+			}
+			return dst, badRequest(path + ": tool type " + ts + " is not supported; only client tools are")
+		}
+	}
+	if !isStr(name) || emptyStr(name) {
+		return dst, badRequest(path + ".name: must be a non-empty string")
+	}
+	dst = sep(dst)
+	dst = append(dst, `{"type":"function","function":{"name":`...)
+	dst = append(dst, name...)
+	if isStr(desc) {
+		dst = append(dst, `,"description":`...)
+		dst = append(dst, desc...)
+	}
+	dst = append(dst, `,"parameters":`...)
+	switch {
+	case isObj(schema):
+		dst = append(dst, schema...)
+	case isNull(schema):
+		dst = append(dst, `{"type":"object","properties":{}}`...)
+	default:
+		return dst, badRequest(path + ".input_schema: must be an object")
+	}
+	if strict == "true" {
+		dst = append(dst, `,"strict":true`...)
+	}
+	return append(dst, `}}`...), nil
 }

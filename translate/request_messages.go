@@ -72,50 +72,8 @@ func chatToMessages(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 		case "parallel_tool_calls":
 			err = checkBool(v, "parallel_tool_calls")
 			noParallel = v == "false"
-		case "n":
-			if n, ok := toInt(v); !isNull(v) && (!ok || n != 1) {
-				err = badRequest("n: this model's upstream returns one choice per request; send n=1 or leave it out")
-			}
-		case "logprobs":
-			if v == "true" {
-				err = badRequest("logprobs: this model's upstream does not return log probabilities; leave logprobs out")
-			}
-		case "top_logprobs":
-			if n, ok := toInt(v); !isNull(v) && (!ok || n != 0) {
-				err = badRequest("top_logprobs: this model's upstream does not return log probabilities; leave top_logprobs out")
-			}
-		case "response_format":
-			if !isNull(v) && !strEq(field(v, "type"), "text") {
-				err = badRequest("response_format: this model's upstream cannot enforce a response format; describe the format in the prompt instead")
-			}
-		case "logit_bias":
-			if !isNull(v) && trimJSON(v) != "{}" {
-				err = badRequest("logit_bias: this model's upstream does not support logit_bias; leave it out")
-			}
-		case "audio":
-			if !isNull(v) {
-				err = badRequest("audio: audio output is not supported")
-			}
-		case "modalities":
-			if mi, ok := arrIter(v); ok {
-				for {
-					e, ok := mi.elem()
-					if !ok {
-						break
-					}
-					if !strEq(e, "text") {
-						err = badRequest("modalities: only text output is supported")
-					}
-				}
-			}
-		case "functions", "function_call":
-			if !isNull(v) {
-				err = badRequest(k + ": legacy functions are not supported; use tools and tool_choice")
-			}
-		case "web_search_options":
-			if !isNull(v) {
-				err = badRequest("web_search_options: server-side web search is not supported")
-			}
+		default:
+			err = uncarried(Chat, k, v)
 		}
 		if err != nil {
 			return dst, req, err

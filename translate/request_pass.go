@@ -10,8 +10,11 @@ func validJSON(s string) bool { return gjson.Valid(s) }
 
 // passRequest handles a client that speaks the upstream's own format: the
 // body is copied member by member (one pass, one copy), except the reasoning
-// fields, which are rewritten in the upstream's dialect, and
+// fields, which are rewritten in the upstream's dialect (a messages client's
+// adaptive thinking passes unchanged in the thinking dialect), and
 // stream_options, which always asks a chat upstream for the final usage.
+// Members nobody classified pass unchanged; server-side ones are refused
+// (the field rule, fields.go).
 func passRequest(client Format, dst []byte, s string, cfg *Config) ([]byte, Request, *Error) {
 	var (
 		req                   Request
@@ -73,10 +76,15 @@ func passRequest(client Format, dst []byte, s string, cfg *Config) ([]byte, Requ
 			if !chat {
 				err = checkMessagesTools(v)
 			}
-		case "mcp_servers", "container":
-			if !chat && !isNull(v) && trimJSON(v) != "[]" {
-				err = badRequest(k + ": server-side tools are not supported")
+		case "output_config":
+			if !chat {
+				if !isNull(v) && !isObj(v) {
+					return dst, req, badRequest("output_config: must be an object")
+				}
+				err = r.outputEffort(field(v, "effort"))
 			}
+		default:
+			err = passField(client, k, v)
 		}
 		if err != nil {
 			return dst, req, err
@@ -119,6 +127,13 @@ func passRequest(client Format, dst []byte, s string, cfg *Config) ([]byte, Requ
 		if err = checkMessagesHistory(messages); err != nil {
 			return dst, req, err
 		}
+	}
+	if !chat && r.passThinking(cfg) {
+		dst = key(dst, "max_tokens")
+		dst = appendInt(dst, maxTokens)
+		dst = key(dst, "thinking")
+		dst = append(dst, r.thinkingRaw...)
+		return append(dst, '}'), req, nil
 	}
 	r.fix(cfg.Dialect(), &maxTokens)
 	if !chat {

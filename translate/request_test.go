@@ -101,7 +101,7 @@ func TestRequestErrors(t *testing.T) {
 		{"logit_bias", Chat, Messages, `{"model":"m","messages":[],"logit_bias":{"50256":-100}}`, 400, "logit_bias"},
 		{"audio part", Chat, Messages, `{"model":"m","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{}}]}]}`, 400, "audio"},
 		{"function role", Chat, Messages, `{"model":"m","messages":[{"role":"function","name":"f","content":"x"}]}`, 400, "function messages"},
-		{"bad role", Messages, Chat, `{"model":"m","max_tokens":1,"messages":[{"role":"system","content":"x"}]}`, 400, "role: must be user or assistant"},
+		{"bad role", Messages, Chat, `{"model":"m","max_tokens":1,"messages":[{"role":"tool","content":"x"}]}`, 400, "role: must be user, assistant or system"},
 		{"bad block", Messages, Chat, `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"video"}]}]}`, 400, "video"},
 		{"bad image", Messages, Chat, `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"file","file_id":"f"}}]}]}`, 400, "base64 or url"},
 		{"content type", Messages, Chat, `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":5}]}`, 400, "content"},
