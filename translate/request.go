@@ -22,6 +22,8 @@ type Request struct {
 	// messages request to a chat upstream, which counts them only at the
 	// end: message_start reports the estimate, message_delta the count.
 	InputTokens int64
+	// resp is what a Responses client's answer needs (responses_request.go).
+	resp respOptions
 }
 
 // TranslateRequest turns a client body (in format client) into the body for
@@ -70,8 +72,10 @@ func translateRequest(client Format, body []byte, cfg *Config, buf []byte, valid
 		out, req, err = chatToMessages(buf, s, cfg)
 	case client == Chat || client == Messages:
 		out, req, err = passRequest(client, buf, s, cfg)
+	case client == Responses:
+		out, req, err = responsesRequest(buf, s, cfg)
 	default:
-		err = NewError(http.StatusNotFound, NotFound, "unknown inference endpoint; use /v1/chat/completions or /v1/messages")
+		err = NewError(http.StatusNotFound, NotFound, "unknown inference endpoint; use /v1/chat/completions, /v1/messages or /v1/responses")
 	}
 	if err != nil {
 		return buf[:mark], Request{}, err
