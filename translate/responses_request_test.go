@@ -236,7 +236,7 @@ func TestResponsesRequestShapes(t *testing.T) {
 func TestResponsesRequestErrors(t *testing.T) {
 	for _, c := range []struct {
 		name, body, msg string
-		up             Format
+		up              Format
 	}{
 		{"previous_response_id", `{"model":"m","input":"x","previous_response_id":"resp_1"}`, "previous_response_id: Timeblock keeps no response state", Chat},
 		{"background", `{"model":"m","input":"x","background":true}`, "background:", Chat},
