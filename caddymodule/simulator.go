@@ -47,8 +47,10 @@ const (
 // request: the reply echoes the last message and a digest of the
 // conversation, reasoning comes first when asked for (reasoning_effort other
 // than none, chat_template_kwargs.enable_thinking, thinking.type enabled), and
-// offered tools are called unless tool_choice is none or the last message is
-// a tool result. max_tokens cuts the output, reasoning included.
+// an offered tool is called unless tool_choice is none or a tool result came
+// back since the last assistant message: the one tool_choice names, else the
+// one a user message names with "call tool <name> with <JSON arguments>",
+// else the first. max_tokens cuts the output, reasoning included.
 //
 // It matches paths by suffix, so it can be mounted under any prefix, e.g.
 // /compat/v1/messages.
@@ -325,9 +327,8 @@ func (s *Simulator) plan(req *simRequest, sc *simScratch) simPlan {
 	// About four bytes per token, as for English text.
 	p.promptTokens = max(1, (len(req.system.Raw)+len(req.messages.Raw)+len(req.tools.Raw)+3)/4)
 
-	var last gjson.Result
-	req.messages.ForEach(func(_, m gjson.Result) bool { last = m; return true })
-	sc.echo = simAppendWords(sc.echo[:0], last.Get("content"), simMaxEchoWords, 0)
+	turn := simReadTurn(req.messages)
+	sc.echo = simAppendWords(sc.echo[:0], turn.echo.Get("content"), simMaxEchoWords, 0)
 
 	budget := math.MaxInt
 	if req.maxTokens > 0 {
@@ -348,8 +349,12 @@ func (s *Simulator) plan(req *simRequest, sc *simScratch) simPlan {
 		}
 	}
 
-	if name, schema, ok := simPickTool(req, last); ok {
-		sc.args = simAppendArgs(sc.args[:0], schema, sc.echo, 0)
+	if name, schema, ok := simPickTool(req, &turn); ok {
+		if name == turn.call && turn.callArgs != "" {
+			sc.args = append(sc.args[:0], turn.callArgs...)
+		} else {
+			sc.args = simAppendArgs(sc.args[:0], schema, sc.echo, 0)
+		}
 		p.toolName, p.toolArgs, p.finish = name, sc.args, simToolUse
 		for i := 0; i < len(p.toolArgs); i = simFragmentEnd(p.toolArgs, i) {
 			if p.toolN == budget {
@@ -518,13 +523,14 @@ func simAppendFields(dst []byte, s string, maxWords int) []byte {
 }
 
 // simPickTool returns the tool to call, if any: the one tool_choice names,
-// else the first client tool, unless tool_choice is none or the last message
-// carries a tool result.
-func simPickTool(req *simRequest, last gjson.Result) (name string, schema gjson.Result, ok bool) {
-	if !req.tools.IsArray() || simIsToolResult(last) {
+// else the one a "call tool" instruction names (none when it is not offered),
+// else the first client tool; none when tool_choice is none or a tool result
+// came back since the last assistant message.
+func simPickTool(req *simRequest, turn *simTurn) (name string, schema gjson.Result, ok bool) {
+	if !req.tools.IsArray() || turn.toolResult {
 		return "", schema, false
 	}
-	var want string
+	want := turn.call
 	switch tc := req.toolChoice; {
 	case tc.Type == gjson.String && tc.Str == "none":
 		return "", schema, false
@@ -570,6 +576,118 @@ func simIsToolResult(msg gjson.Result) bool {
 		})
 	}
 	return found
+}
+
+// simCallInstruction starts the instruction with which a prompt makes the
+// simulator call a given tool: "call tool <name>", optionally followed by
+// " with <JSON object>" for the arguments (else sample arguments are made
+// from the tool's schema). Agents such as Claude Code and Codex offer a dozen
+// tools, so tests and demos need a way to pick one and give it valid input.
+const simCallInstruction = "call tool "
+
+// simTurn is what the simulator reads from the conversation.
+type simTurn struct {
+	// echo is the message the reply echoes: the last one carrying a tool
+	// result after the last assistant message, else the last one that is not
+	// a system or developer message (clients such as Claude Code append
+	// those after the user's prompt).
+	echo gjson.Result
+	// toolResult is set when a tool result came back after the last
+	// assistant message; the model then answers instead of calling again.
+	toolResult bool
+	// call and callArgs are the last "call tool" instruction in a user
+	// message after the last assistant message; callArgs is "" without a
+	// valid " with {...}".
+	call, callArgs string
+}
+
+func simReadTurn(messages gjson.Result) simTurn {
+	var t simTurn
+	messages.ForEach(func(_, m gjson.Result) bool {
+		switch m.Get("role").Str {
+		case "system", "developer":
+			return true
+		case "assistant":
+			t.toolResult, t.call, t.callArgs = false, "", ""
+		case "user":
+			if name, args, ok := simFindCall(m.Get("content")); ok {
+				t.call, t.callArgs = name, args
+			}
+		}
+		if r := simIsToolResult(m); r || !t.toolResult {
+			t.echo, t.toolResult = m, t.toolResult || r
+		}
+		return true
+	})
+	return t
+}
+
+// simFindCall finds the last "call tool" instruction in a message's text: a
+// string, or text parts.
+func simFindCall(content gjson.Result) (name, args string, ok bool) {
+	if content.Type == gjson.String {
+		return simParseCall(content.Str)
+	}
+	content.ForEach(func(_, part gjson.Result) bool {
+		switch part.Get("type").Str {
+		case "text", "input_text":
+			if n, a, found := simParseCall(part.Get("text").Str); found {
+				name, args, ok = n, a, true
+			}
+		}
+		return true
+	})
+	return name, args, ok
+}
+
+func simParseCall(text string) (name, args string, ok bool) {
+	i := strings.LastIndex(text, simCallInstruction)
+	if i < 0 {
+		return "", "", false
+	}
+	rest := text[i+len(simCallInstruction):]
+	end := strings.IndexFunc(rest, unicode.IsSpace)
+	if end < 0 {
+		end = len(rest)
+	}
+	name = strings.TrimRight(rest[:end], ".,;:")
+	if name == "" {
+		return "", "", false
+	}
+	rest = strings.TrimLeftFunc(rest[end:], unicode.IsSpace)
+	if after, found := strings.CutPrefix(rest, "with"); found {
+		after = strings.TrimLeftFunc(after, unicode.IsSpace)
+		if n := simObjectEnd(after); n > 0 && gjson.Valid(after[:n]) {
+			args = after[:n]
+		}
+	}
+	return name, args, true
+}
+
+// simObjectEnd returns the length of the JSON object at the start of s, by
+// its braces outside strings, or 0 when s does not start with a whole one.
+func simObjectEnd(s string) int {
+	if !strings.HasPrefix(s, "{") {
+		return 0
+	}
+	depth, inString := 0, false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case inString && c == '\\':
+			i++
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		}
+	}
+	return 0
 }
 
 // simAppendArgs appends a JSON object with a sample value for every property
