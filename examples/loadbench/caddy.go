@@ -81,7 +81,7 @@ const caddyfile = `{
 }
 
 :{PROXY} {
-	@inference path /v1/chat/completions /compat/v1/messages
+	@inference path /v1/chat/completions /compat/v1/messages /v1/responses
 	handle @inference {
 		import upstream
 	}
@@ -89,7 +89,7 @@ const caddyfile = `{
 
 # The same bare proxy again: what it differs by from the first is noise.
 :{TWIN} {
-	@inference path /v1/chat/completions /compat/v1/messages
+	@inference path /v1/chat/completions /compat/v1/messages /v1/responses
 	handle @inference {
 		import upstream
 	}
@@ -99,7 +99,7 @@ const caddyfile = `{
 	handle /api/* {
 		timeblock_accounts
 	}
-	@inference path /v1/chat/completions /compat/v1/messages
+	@inference path /v1/chat/completions /compat/v1/messages /v1/responses
 	handle @inference {
 		timeblock_gate {
 			lane_wait 30s
@@ -111,7 +111,7 @@ const caddyfile = `{
 
 # The gate without translation, to tell the two apart.
 :{GATEONLY} {
-	@inference path /v1/chat/completions /compat/v1/messages
+	@inference path /v1/chat/completions /compat/v1/messages /v1/responses
 	handle @inference {
 		timeblock_gate {
 			lane_wait 30s

@@ -54,17 +54,24 @@ const (
 		`"messages":[{"role":"user","content":"Write a haiku about load balancers."}],"temperature":0.7}`
 	messagesStreamBody = `{"model":"` + benchModel + `","max_tokens":256,"system":"You are a concise assistant.",` +
 		`"messages":[{"role":"user","content":"Write a haiku about load balancers."}],"temperature":0.7,"stream":true}`
+	responsesBody = `{"model":"` + benchModel + `","instructions":"You are a concise assistant.",` +
+		`"input":[{"role":"user","content":"Write a haiku about load balancers."}],"max_output_tokens":256,"temperature":0.7}`
+	responsesStreamBody = `{"model":"` + benchModel + `","instructions":"You are a concise assistant.",` +
+		`"input":[{"role":"user","content":"Write a haiku about load balancers."}],"max_output_tokens":256,"temperature":0.7,"stream":true}`
 )
 
 // bodies are the request bodies of a run.
-type bodies struct{ chat, chatStream, messages, messagesStream []byte }
+type bodies struct {
+	chat, chatStream, messages, messagesStream, responses, responsesStream []byte
+}
 
 // makeBodies returns the small bodies, or with history > 0 the same requests
 // after a conversation of about that many bytes (alternating user and
 // assistant turns), as an agent sends them.
 func makeBodies(history int) bodies {
 	if history <= 0 {
-		return bodies{[]byte(chatBody), []byte(chatStreamBody), []byte(messagesBody), []byte(messagesStreamBody)}
+		return bodies{[]byte(chatBody), []byte(chatStreamBody), []byte(messagesBody), []byte(messagesStreamBody),
+			[]byte(responsesBody), []byte(responsesStreamBody)}
 	}
 	const para = "The build failed because the linker could not find the symbol init_module; " +
 		"check the Makefile and the include paths, then run make again with V=1 to see the full command line. "
@@ -86,6 +93,7 @@ func makeBodies(history int) bodies {
 	return bodies{
 		with(chatBody, chatAfter), with(chatStreamBody, chatAfter),
 		with(messagesBody, `"messages":[`), with(messagesStreamBody, `"messages":[`),
+		with(responsesBody, `"input":[`), with(responsesStreamBody, `"input":[`),
 	}
 }
 
@@ -111,7 +119,7 @@ func messagesHeader(key string) http.Header {
 // variants lists what one run compares. The bare reverse_proxy gets the
 // same key header as the gate, so both parse the same request.
 func variants(up *upstream, c *caddyProc, k *keys, b bodies) []*variant {
-	chatPath, messagesPath := "/v1/chat/completions", "/compat/v1/messages"
+	chatPath, messagesPath, responsesPath := "/v1/chat/completions", "/compat/v1/messages", "/v1/responses"
 	vs := []*variant{
 		{name: vDirect, url: up.url + chatPath, body: b.chat, header: chatHeader(k.single), check: checkChat},
 		{name: vDirectStream, url: up.url + chatPath, body: b.chatStream, header: chatHeader(k.single), stream: true, check: checkChatStream(up.chunks)},
@@ -126,6 +134,10 @@ func variants(up *upstream, c *caddyProc, k *keys, b bodies) []*variant {
 				header: messagesHeader(key.key), base: vProxy, caddy: true, target: true, check: checkMessages},
 			&variant{name: "gate messages→chat stream " + key.label, url: c.gateURL + messagesPath, body: b.messagesStream,
 				header: messagesHeader(key.key), stream: true, base: vProxyStream, caddy: true, target: true, check: checkMessagesStream(up.chunks)},
+			&variant{name: "gate responses→chat " + key.label, url: c.gateURL + responsesPath, body: b.responses,
+				header: chatHeader(key.key), base: vProxy, caddy: true, target: true, check: checkResponses},
+			&variant{name: "gate responses→chat stream " + key.label, url: c.gateURL + responsesPath, body: b.responsesStream,
+				header: chatHeader(key.key), stream: true, base: vProxyStream, caddy: true, target: true, check: checkResponsesStream(up.chunks)},
 		)
 	}
 	// The gate alone, for telling its cost from the translator's.
@@ -163,6 +175,23 @@ func checkMessages(b []byte) error {
 		return fmt.Errorf("not a messages response: %.300s", b)
 	}
 	return nil
+}
+
+func checkResponses(b []byte) error {
+	if gjson.GetBytes(b, "object").Str != "response" || gjson.GetBytes(b, "status").Str != "completed" ||
+		gjson.GetBytes(b, `output.#(type=="message").content.0.text`).Str == "" {
+		return fmt.Errorf("not a completed Responses response: %.300s", b)
+	}
+	return nil
+}
+
+func checkResponsesStream(chunks int) func([]byte) error {
+	return func(b []byte) error {
+		if n := bytes.Count(b, []byte("event: response.output_text.delta\n")); n != chunks || !bytes.Contains(b, []byte("event: response.completed\n")) {
+			return fmt.Errorf("Responses stream with %d text deltas (want %d) or no response.completed: %.300s", n, chunks, b)
+		}
+		return nil
+	}
 }
 
 func checkChatStream(chunks int) func([]byte) error {
