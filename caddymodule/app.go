@@ -57,6 +57,7 @@ type App struct {
 	// SMTP sends key-delivered notices by e-mail; without it they are logged.
 	SMTP *SMTPConfig `json:"smtp,omitempty"`
 
+	ctx        caddy.Context
 	shared     *shared
 	service    *accounts.Service
 	api        *api.Handler
@@ -94,6 +95,7 @@ func (App) CaddyModule() caddy.ModuleInfo {
 
 // Provision fills defaults, opens (or reuses) the store and upserts the pools.
 func (a *App) Provision(ctx caddy.Context) error {
+	a.ctx = ctx
 	a.logger = ctx.Logger()
 	repl := caddy.NewReplacer()
 	if a.Store == nil {
@@ -201,10 +203,12 @@ func (a *App) Validate() error {
 	return nil
 }
 
-// Start starts the subscription lifecycle worker. During a reload the old
+// Start logs what each site serves (and warns about a placeholder secret),
+// then starts the subscription lifecycle worker. During a reload the old
 // and new configs' workers may overlap briefly; the store makes each period
 // end be handled exactly once, so that is harmless.
 func (a *App) Start() error {
+	a.logStartup()
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stopWorker = cancel
 	a.workerDone = make(chan struct{})

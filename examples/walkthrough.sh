@@ -3,8 +3,12 @@
 # (./caddy run --config Caddyfile.example in another terminal):
 # create a user through the operator endpoints, add a test card, subscribe to
 # the block that is open now, create a key, and call both inference endpoints.
+# It ends with the key and ready-to-paste settings for the OpenAI and
+# Anthropic SDKs, Claude Code and Codex CLI, and exits non-zero as soon as a
+# step fails. docs/api.md describes every endpoint it calls.
 #
 #   examples/walkthrough.sh [base URL] [admin URL]
+#   POOL=qwen3-32b MODEL=Qwen/Qwen3-32B examples/walkthrough.sh
 set -euo pipefail
 
 BASE="${1:-http://localhost:8080}"
@@ -12,14 +16,16 @@ ADMIN="${2:-http://localhost:2019}"
 POOL="${POOL:-llama-70b}"
 MODEL="${MODEL:-meta-llama/Llama-3.3-70B-Instruct}"
 
-# json FIELD: read one field (a dotted path) of the JSON on stdin.
+# json FIELD: read one field (a dotted path, array indexes as numbers:
+# choices.0.message) of the JSON on stdin; fails when it is missing or null.
 json() {
 	if command -v jq >/dev/null 2>&1; then
-		jq -er ".$1"
+		jq -er --arg p "$1" 'getpath($p | split(".") | map(tonumber? // .))'
 	else
 		python3 -c 'import json,sys
 v=json.load(sys.stdin)
 for p in sys.argv[1].split("."): v=v[int(p)] if isinstance(v,list) else v[p]
+if v is None: sys.exit(1)
 print(v)' "$1"
 	fi
 }
@@ -58,7 +64,8 @@ step "2. The user saves a test card"
 call POST "$BASE/api/billing/setup-intent" '{"paymentMethod":"pm_card_visa"}' "${AUTH[@]}"; echo
 
 step "3. Pools on sale, and the purchase terms"
-call GET "$BASE/api/pools" "" "${AUTH[@]}" | head -c 600; echo " ..."
+pools=$(call GET "$BASE/api/pools" "" "${AUTH[@]}")
+echo "${pools:0:600} ..."
 terms=$(call GET "$BASE/api/pools/disclosure" "")
 echo "$terms"
 VERSION=$(echo "$terms" | json data.version)
@@ -72,18 +79,69 @@ SUB=$(echo "$sub" | json data.id)
 step "5. Create the subscription's consumption key"
 key=$(call POST "$BASE/api/keys/subscription" "{\"subscriptionId\":\"$SUB\",\"name\":\"walkthrough\"}" "${AUTH[@]}")
 KEY=$(echo "$key" | json data.apiKey)
-echo "key ${KEY:0:12}... created"
+echo "key ${KEY:0:12}... created (the whole key is printed at the end)"
 
 step "6. Chat completions (Authorization: Bearer)"
-call POST "$BASE/v1/chat/completions" \
+chat=$(call POST "$BASE/v1/chat/completions" \
 	"{\"model\":\"$MODEL\",\"max_tokens\":64,\"messages\":[{\"role\":\"user\",\"content\":\"Say hello\"}]}" \
-	-H "Authorization: Bearer $KEY"
-echo
+	-H "Authorization: Bearer $KEY")
+echo "$chat"
+echo "$chat" | json choices.0.message.content >/dev/null ||
+	{ echo "!! the chat completion has no message content" >&2; exit 1; }
 
 step "7. Messages endpoint, streaming (x-api-key)"
-call POST "$BASE/compat/v1/messages" \
+stream=$(call POST "$BASE/compat/v1/messages" \
 	"{\"model\":\"$MODEL\",\"max_tokens\":64,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"Say hello\"}]}" \
-	-H "x-api-key: $KEY" -H 'compat-version: 2023-06-01'
-echo
+	-H "x-api-key: $KEY" -H 'anthropic-version: 2023-06-01')
+echo "$stream"
+case "$stream" in
+*"event: message_stop"*) ;;
+*) echo "!! the message stream did not end with message_stop" >&2; exit 1 ;;
+esac
 
 step "Done: user $email, subscription $SUB"
+cat <<EOF
+
+Your key (keep it secret; GET $BASE/api/keys lists it again):
+
+  $KEY
+
+OpenAI SDK (Python), base URL $BASE/v1:
+
+  from openai import OpenAI
+  client = OpenAI(base_url="$BASE/v1", api_key="$KEY")
+  print(client.chat.completions.create(model="$MODEL",
+      messages=[{"role": "user", "content": "Say hello"}]).choices[0].message.content)
+
+Anthropic SDK (Python), base URL $BASE/compat:
+
+  from anthropic import Anthropic
+  client = Anthropic(base_url="$BASE/compat", api_key="$KEY")
+  print(client.messages.create(model="$MODEL", max_tokens=256,
+      messages=[{"role": "user", "content": "Say hello"}]).content[-1].text)
+
+Claude Code:
+
+  export ANTHROPIC_BASE_URL=$BASE/compat
+  export ANTHROPIC_API_KEY=$KEY
+  export ANTHROPIC_DEFAULT_HAIKU_MODEL=$MODEL  # its small background requests use your pool too
+  claude --model $MODEL
+
+Codex CLI: put this in ~/.codex/config.toml
+
+  model = "$MODEL"
+  model_provider = "timeblock"
+
+  [model_providers.timeblock]
+  name = "Timeblock"
+  base_url = "$BASE/v1"
+  env_key = "TIMEBLOCK_API_KEY"
+  wire_api = "responses"
+
+then run:
+
+  export TIMEBLOCK_API_KEY=$KEY
+  codex exec "Say hello"
+
+The key admits requests in the hours of your subscription ($block block, UTC); docs/api.md describes the API.
+EOF

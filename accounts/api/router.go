@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -20,6 +21,12 @@ type Handler struct {
 	opts   Options
 	mux    *http.ServeMux
 	logger *zap.Logger
+
+	// paths matches a request's path against the endpoints' paths whatever
+	// its method, and methods lists each path's methods: a known path with
+	// the wrong method is a 405 naming the right ones, not a 404.
+	paths   *http.ServeMux
+	methods map[string][]string
 }
 
 // authedFunc handles a request made with a session token or management key.
@@ -39,7 +46,8 @@ func (o Options) withDefaults() Options {
 // New builds the account API handler.
 func New(svc *accounts.Service, opts Options) *Handler {
 	opts = opts.withDefaults()
-	h := &Handler{svc: svc, opts: opts, mux: http.NewServeMux(), logger: opts.Logger}
+	h := &Handler{svc: svc, opts: opts, mux: http.NewServeMux(), logger: opts.Logger,
+		paths: http.NewServeMux(), methods: make(map[string][]string)}
 
 	// Consumption keys (keys.go).
 	h.route("GET /api/keys", h.listKeys)
@@ -61,7 +69,7 @@ func New(svc *accounts.Service, opts Options) *Handler {
 	h.route("DELETE /api/meta-keys/{id}", h.deleteCombinedKey)
 
 	// Pools and subscriptions (pools.go).
-	h.mux.HandleFunc("GET /api/pools/disclosure", h.disclosure) // public
+	h.public("GET /api/pools/disclosure", h.disclosure)
 	h.route("GET /api/pools", h.listPools)
 	h.route("GET /api/pools/{id}", h.getPool)
 	h.route("POST /api/pools/{id}/subscribe", h.subscribe)
@@ -73,10 +81,41 @@ func New(svc *accounts.Service, opts Options) *Handler {
 	h.route("POST /api/billing/setup-intent", h.setupIntent)
 	h.route("GET /api/billing/status", h.billingStatus)
 
-	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, h.logger, accounts.NotFound("no such endpoint: %s %s", r.Method, r.URL.Path))
-	})
+	h.mux.HandleFunc("/", h.noEndpoint)
 	return h
+}
+
+// noEndpoint answers a request no endpoint takes, in the envelope: 405 with
+// Allow when the path exists with other methods, else 404.
+func (h *Handler) noEndpoint(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := h.paths.Handler(r); pattern != "" {
+		if methods := h.methods[pattern]; len(methods) > 0 {
+			w.Header().Set("Allow", strings.Join(methods, ", "))
+			writeError(w, h.logger, &accounts.Error{Status: http.StatusMethodNotAllowed,
+				Message: "method " + r.Method + " is not allowed on " + r.URL.Path + "; use " + strings.Join(methods, " or ")})
+			return
+		}
+	}
+	writeError(w, h.logger, accounts.NotFound("no such endpoint: %s %s (the account API's endpoints are "+
+		"/api/keys, /api/keys/management, /api/meta-keys, /api/pools and /api/billing)", r.Method, r.URL.Path))
+}
+
+// public registers an endpoint that needs no credentials.
+func (h *Handler) public(pattern string, fn http.HandlerFunc) {
+	h.register(pattern)
+	h.mux.HandleFunc(pattern, fn)
+}
+
+// register notes an endpoint's method under its path, for noEndpoint.
+func (h *Handler) register(pattern string) {
+	method, path, _ := strings.Cut(pattern, " ")
+	if _, ok := h.methods[path]; !ok {
+		h.paths.HandleFunc(path, http.NotFound)
+	}
+	h.methods[path] = append(h.methods[path], method)
+	if method == http.MethodGet {
+		h.methods[path] = append(h.methods[path], http.MethodHead)
+	}
 }
 
 // ServeHTTP serves one account API request.
@@ -86,6 +125,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // route registers an endpoint that needs a session token or management key.
 func (h *Handler) route(pattern string, fn authedFunc) {
+	h.register(pattern)
 	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		p, err := h.svc.Authenticate(r.Context(), bearerToken(r))
 		if err == nil {

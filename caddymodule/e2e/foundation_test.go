@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -49,7 +50,7 @@ func quickStartCaddyfile(t *testing.T) string {
 		{"\nstore embedded\n", "\n"},
 		{":8080 {", ":{{.HTTP}} {"},
 		{"reverse_proxy 127.0.0.1:8000", "reverse_proxy 127.0.0.1:{{.Upstream}}"},
-		{"http://127.0.0.1:8000 {", "http://127.0.0.1:{{.Upstream}} {"},
+		{"http://:8000 {", "http://:{{.Upstream}} {"},
 	} {
 		if !strings.Contains(s, r[0]) && r[0] != "\nstore embedded\n" {
 			t.Fatalf("Caddyfile.example no longer contains %q; update this test", r[0])
@@ -59,11 +60,17 @@ func quickStartCaddyfile(t *testing.T) string {
 	return s
 }
 
-// The README's quick start: Caddyfile.example on embedded defaults, and the
-// walk-through script getting answers from both inference endpoints.
+// The README's quick start as a newcomer runs it: Caddyfile.example on
+// embedded defaults, the walk-through script against http://localhost (not
+// 127.0.0.1: the Host header must not decide whether inference works),
+// getting answers from both inference endpoints and ending with the whole
+// key and the clients' settings; Caddy saying at start what it serves and
+// that the secret is the demo one; JSON 404s off the served paths.
 func TestQuickStartWalkthrough(t *testing.T) {
 	c := e2e.Start(t, quickStartCaddyfile(t))
-	cmd := exec.Command("bash", repoFile(t, "examples/walkthrough.sh"), c.URL(), c.AdminURL())
+	base := fmt.Sprintf("http://localhost:%d", c.HTTP)
+	admin := fmt.Sprintf("http://localhost:%d", c.Admin)
+	cmd := exec.Command("bash", repoFile(t, "examples/walkthrough.sh"), base, admin)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("walkthrough failed: %v\n%s", err, out)
@@ -72,16 +79,91 @@ func TestQuickStartWalkthrough(t *testing.T) {
 		`"sessionToken":"st_`,
 		`"last4":"4242"`,
 		`"status":"active"`,
-		"key sk_pool_",
 		`"object":"chat.completion"`, // chat completions answered
 		"event: message_start",       // messages endpoint streamed
 		"event: message_stop",
 		"Simulated reply", // from the simulator, through both endpoints
+		// Ready-to-paste settings naming this site.
+		`OpenAI(base_url="` + base + `/v1"`,
+		`Anthropic(base_url="` + base + `/compat"`,
+		"export ANTHROPIC_BASE_URL=" + base + "/compat\n",
+		"claude --model meta-llama/Llama-3.3-70B-Instruct\n",
+		"model_provider = \"timeblock\"\n",
+		"[model_providers.timeblock]\n",
+		"base_url = \"" + base + "/v1\"\n",
+		"env_key = \"TIMEBLOCK_API_KEY\"\n",
+		"wire_api = \"responses\"\n",
+		"codex exec ",
 	} {
 		if !bytes.Contains(out, []byte(want)) {
 			t.Errorf("walkthrough output lacks %q:\n%s", want, out)
 		}
 	}
+	// The whole key, alone on its line, and the same in every setting.
+	m := regexp.MustCompile(`(?m)^  (sk_pool_[A-Za-z0-9_-]{43})$`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("walkthrough output shows no whole key:\n%s", out)
+	}
+	key := string(m[1])
+	for _, want := range []string{`api_key="` + key + `"`, "ANTHROPIC_API_KEY=" + key + "\n", "TIMEBLOCK_API_KEY=" + key + "\n"} {
+		if !bytes.Contains(out, []byte(want)) {
+			t.Errorf("walkthrough output lacks %q", want)
+		}
+	}
+
+	// Any Host reaches the same site and upstream.
+	for _, host := range []string{"localhost", "127.0.0.1", "api.timeblock.example"} {
+		req, _ := http.NewRequest("POST", c.URL()+"/v1/chat/completions", strings.NewReader(
+			`{"model":"meta-llama/Llama-3.3-70B-Instruct","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Host = host
+		req.Header.Set("Authorization", "Bearer "+key)
+		status, ct, body := send(t, req)
+		if status != 200 || !strings.HasPrefix(ct, "application/json") || !strings.Contains(body, "Simulated reply") {
+			t.Errorf("Host %s: %d %s %s", host, status, ct, body)
+		}
+	}
+
+	// Off the served paths: JSON, never text/plain.
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		field, want  string
+	}{
+		{"GET", "/", 404, "error.type", "not_found_error"},
+		{"POST", "/compat/messages", 404, "error.message", "/compat/v1/"},
+		{"GET", "/v2/models", 404, "type", "error"},
+		{"GET", "/api", 404, "error", "no such endpoint"},
+		{"GET", "/api/nothing-here", 404, "error", "no such endpoint"},
+		{"POST", "/api/keys", 405, "error", "use GET"},
+	} {
+		req, _ := http.NewRequest(tc.method, base+tc.path, nil)
+		status, ct, body := send(t, req)
+		if status != tc.status || !strings.HasPrefix(ct, "application/json") ||
+			!strings.Contains(gjson.Get(body, tc.field).String(), tc.want) {
+			t.Errorf("%s %s: %d %q %s; want %d, JSON with %s containing %q", tc.method, tc.path, status, ct, body,
+				tc.status, tc.field, tc.want)
+		}
+	}
+
+	// At start Caddy said what each site serves, and warned about the secret.
+	// (The harness binds every site to 127.0.0.1, hence that base URL.)
+	logs := logMessages(c.Logs())
+	for _, want := range []string{
+		fmt.Sprintf("Timeblock at http://127.0.0.1:%d: account API on /api /api/*; inference on /v1/* /compat/v1/* "+
+			"(OpenAI-style base URL http://127.0.0.1:%[1]d/v1, messages-style base URL http://127.0.0.1:%[1]d/compat) "+
+			"to a chat upstream at 127.0.0.1:%d; pools: llama-70b (meta-llama/Llama-3.3-70B-Instruct), "+
+			"qwen3-32b (Qwen/Qwen3-32B), deepseek-r1 (deepseek-ai/DeepSeek-R1)", c.HTTP, c.Upstream),
+		fmt.Sprintf("Timeblock at http://127.0.0.1:%d: the simulated model server on /*", c.Upstream),
+	} {
+		if !slices.Contains(logs["info"], want) {
+			t.Errorf("no info line %q at start; info lines:\n%s", want, strings.Join(logs["info"], "\n"))
+		}
+	}
+	if _, set := os.LookupEnv("TIMEBLOCK_SECRET"); !set &&
+		!slices.ContainsFunc(logs["warn"], func(m string) bool { return strings.Contains(m, "public demo fallback") }) {
+		t.Errorf("no warning about the demo secret; warnings:\n%s", strings.Join(logs["warn"], "\n"))
+	}
+
 	// The embedded store lives under Caddy's data directory.
 	if _, err := os.Stat(filepath.Join(c.Dir, "data", "caddy", "timeblock", "timeblock.db")); err != nil {
 		matches, _ := filepath.Glob(filepath.Join(c.Dir, "*", "*", "timeblock", "timeblock.db"))
@@ -89,6 +171,30 @@ func TestQuickStartWalkthrough(t *testing.T) {
 			t.Errorf("no embedded store file under %s: %v", c.Dir, err)
 		}
 	}
+}
+
+// send makes a request and returns its status, content type and body.
+func send(t *testing.T, req *http.Request) (int, string, string) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
+}
+
+// logMessages returns the messages of Caddy's JSON log lines by level.
+func logMessages(log string) map[string][]string {
+	msgs := make(map[string][]string)
+	for line := range strings.SplitSeq(log, "\n") {
+		var entry struct{ Level, Msg string }
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg != "" {
+			msgs[entry.Level] = append(msgs[entry.Level], entry.Msg)
+		}
+	}
+	return msgs
 }
 
 // client is a user of the account API through one Caddy node.
