@@ -19,6 +19,10 @@ type msgState struct {
 	next    int // next block index
 	open    blockKind
 	openIdx int
+	// The open thinking block's digest, for the signature it gets at its
+	// end unless the upstream signed it (signed).
+	sig    sigHash
+	signed bool
 }
 
 type chatState struct {
@@ -234,6 +238,15 @@ func (s *Stream) mBlockStart(content string) int {
 }
 
 func (s *Stream) mCloseBlock() {
+	if s.m.open == bkThinking && !s.m.signed {
+		// A thinking block built here (from a chat upstream, or split out of
+		// text) is signed as a whole response's is (appendSignature).
+		s.out = append(s.out, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":"...)
+		s.out = appendInt(s.out, int64(s.m.openIdx))
+		s.out = append(s.out, `,"delta":{"type":"signature_delta"`...)
+		s.out = s.m.sig.appendSignature(s.out)
+		s.out = append(s.out, "}\n\n"...)
+	}
 	if s.m.open != bkNone {
 		s.mBlockStop(s.m.openIdx)
 		s.m.open = bkNone
@@ -253,6 +266,7 @@ func (s *Stream) mOpenBlock(k blockKind) {
 		s.m.openIdx = s.mBlockStart(`{"type":"text","text":""}`)
 	} else {
 		s.m.openIdx = s.mBlockStart(`{"type":"thinking","thinking":"","signature":""}`)
+		s.m.sig, s.m.signed = sigOffset, false
 	}
 	s.m.open = k
 }
@@ -276,12 +290,14 @@ func (s *Stream) mText(lit string) {
 
 func (s *Stream) mThinking(lit string) {
 	s.mOpenBlock(bkThinking)
+	s.m.sig.lit(lit)
 	s.mDelta(s.m.openIdx, "thinking_delta", "thinking", lit)
 }
 
 // mSignature passes a thinking block's signature through byte for byte.
 func (s *Stream) mSignature(lit string) {
 	s.mOpenBlock(bkThinking)
+	s.m.signed = true
 	s.mDelta(s.m.openIdx, "signature_delta", "signature", lit)
 }
 

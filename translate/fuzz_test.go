@@ -32,11 +32,24 @@ var fuzzConfigs = []Config{
 	{Upstream: Chat, Reasoning: DialectThinking, MaxDepth: 16},
 }
 
+// seedClientBodies adds the bodies of the requests captured from real
+// clients (testdata/clients: method, path, headers and body).
+func seedClientBodies(f *testing.F) {
+	m, _ := filepath.Glob(filepath.Join("testdata", "clients", "*.json"))
+	for _, p := range m {
+		b, err := os.ReadFile(p)
+		if body := gjson.GetBytes(b, "body"); err == nil && body.IsObject() {
+			f.Add([]byte(body.Raw))
+		}
+	}
+}
+
 // FuzzTranslateRequest: any body, either client, any configuration: no
 // panic; a translation is one JSON object, an error a 400/413 that renders
 // as JSON in both formats.
 func FuzzTranslateRequest(f *testing.F) {
 	seedFiles(f, "requests/*.in.json")
+	seedClientBodies(f)
 	for _, s := range []string{`{}`, `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"x"}}]}]}]}`,
 		`{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"x:y","function":{"name":"f","arguments":"{\"a\":"}}]},{"role":"tool","tool_call_id":"x:y","content":null}]}`,
 		`{"model":"m","max_tokens":5,"messages":[],"thinking":{"type":"enabled","budget_tokens":1e3},"reasoning":{"effort":"high"}}`} {

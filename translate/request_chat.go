@@ -280,7 +280,7 @@ func appendMessagesChat(dst []byte, v string) ([]byte, *Error) {
 		case strEq(role, "system"):
 			// Instructions between turns (Claude Code sends them) stay
 			// where they are: a system message at that position.
-			dst, err = appendSystemChat(dst, content, path)
+			dst, err = appendSystemChat(dst, content, path+".content")
 		default:
 			return dst, badRequest(path + ".role: must be user, assistant or system")
 		}

@@ -1,8 +1,11 @@
 package translate
 
 import (
+	"encoding/base64"
+	"encoding/binary"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 )
@@ -214,8 +217,9 @@ func chatResponseToMessages(dst []byte, s string, prefilled bool) []byte {
 	dst = append(dst, `,"content":[`...)
 	if a.hasReasoning() {
 		dst = append(dst, `{"type":"thinking","thinking":`...)
+		mark := len(dst)
 		dst = a.appendReasoning(dst)
-		dst = append(dst, `,"signature":""}`...)
+		dst = appendSignature(dst, dst[mark:])
 	}
 	if a.hasText() {
 		dst = sep(dst)
@@ -551,8 +555,9 @@ func passMessagesContent(dst []byte, v string, prefilled bool) []byte {
 			continue
 		}
 		dst = append(dst, `{"type":"thinking","thinking":`...)
+		mark := len(dst)
 		dst = a.appendReasoning(dst)
-		dst = append(dst, `,"signature":""}`...)
+		dst = appendSignature(dst, dst[mark:])
 		if a.hasText() {
 			dst = append(dst, `,{"type":"text","text":`...)
 			dst = a.appendText(dst)
@@ -560,4 +565,76 @@ func passMessagesContent(dst []byte, v string, prefilled bool) []byte {
 		}
 	}
 	return append(dst, ']')
+}
+
+// signatureTag opens the signatures Timeblock gives the thinking blocks it
+// builds (from a chat upstream's reasoning, or split out of inline <think>
+// text).
+const signatureTag = "tb-thk\x00\x01"
+
+// sigHash is a running FNV-1a digest of reasoning text. It is fed JSON
+// string literals, whole or a stream's chunks, and digests what they decode
+// to, so a reasoning signs the same streamed and not, however it was
+// escaped or split.
+type sigHash uint64
+
+const (
+	sigOffset sigHash = 14695981039346656037
+	sigPrime  sigHash = 1099511628211
+)
+
+func (h *sigHash) feed(b string) {
+	v := *h
+	for i := 0; i < len(b); i++ {
+		v ^= sigHash(b[i])
+		v *= sigPrime
+	}
+	*h = v
+}
+
+// lit digests the text of the string literal lit.
+func (h *sigHash) lit(lit string) {
+	in := inner(lit)
+	var buf [utf8.UTFMax]byte
+	for {
+		k := strings.IndexByte(in, '\\')
+		if k < 0 {
+			h.feed(in)
+			return
+		}
+		h.feed(in[:k])
+		in = in[k:]
+		n := 2
+		if len(in) > 1 && in[1] == 'u' {
+			var r rune
+			r, n = decodeU(in)
+			h.feed(b2s(utf8.AppendRune(buf[:0], r)))
+		} else {
+			h.feed(b2s(appendUnescaped(buf[:0], in[:min(2, len(in))])))
+		}
+		in = in[min(n, len(in)):]
+	}
+}
+
+// appendSignature ends a thinking block with its signature,
+// `,"signature":"…"}`. Clients keep a thinking block's signature and hand it
+// back with the block, as the messages API asks, and some take an empty one
+// for a broken block. Nothing upstream verifies it: a chat upstream gets
+// the reasoning text, and a messages upstream gets the block as the client
+// sent it. So it is opaque and deterministic: base64 of a tag and the
+// digest of the reasoning, as the simulator signs its own.
+func (h sigHash) appendSignature(dst []byte) []byte {
+	var raw [16]byte
+	copy(raw[:8], signatureTag)
+	binary.BigEndian.PutUint64(raw[8:], uint64(h))
+	dst = append(dst, `,"signature":"`...)
+	dst = base64.StdEncoding.AppendEncode(dst, raw[:])
+	return append(dst, `"}`...)
+}
+
+// appendSignature ends a thinking block whose reasoning literal is lit.
+func appendSignature(dst, lit []byte) []byte {
+	h := sigOffset
+	h.lit(b2s(lit))
+	return h.appendSignature(dst)
 }
