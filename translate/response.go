@@ -25,6 +25,8 @@ func TranslateResponse(client, upstream Format, body []byte, req Request, cfg *C
 	}
 	prefilled := cfg.ThinkPrefilled && req.Reasoning
 	switch {
+	case client == Responses:
+		return responsesResponse(dst, s, upstream, &req, prefilled), nil
 	case upstream == Chat && client == Messages:
 		return chatResponseToMessages(dst, s, prefilled), nil
 	case upstream == Messages && client == Chat:

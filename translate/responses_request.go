@@ -29,6 +29,7 @@ package translate
 import (
 	"encoding/base64"
 	"strings"
+	"unsafe"
 )
 
 // encPrefix starts the encrypted_content Timeblock writes: a version, then
@@ -366,7 +367,8 @@ func (o *respOptions) appendTools(dst []byte, tools, choice string) ([]byte, *Er
 		return dst, badRequest("tools: must be an array")
 	}
 	var (
-		ns        []byte
+		nsBuf     [64]byte
+		ns        = nsBuf[:0]
 		withdrawn string // the first hosted tool type withdrawn
 		n         int
 		chosen    bool
@@ -1095,7 +1097,7 @@ func appendReasoningText(dst []byte, item, path string, first *bool) ([]byte, *E
 			dst = append(dst, `\n\n`...)
 		}
 		body := len(dst)
-		out, err := base64.StdEncoding.AppendDecode(dst, []byte(inner(enc)[len(encPrefix):]))
+		out, err := base64.StdEncoding.AppendDecode(dst, s2b(inner(enc)[len(encPrefix):]))
 		if err == nil && validInner(out[body:]) {
 			if len(out) > body {
 				*first = false
@@ -1132,6 +1134,9 @@ func appendReasoningText(dst []byte, item, path string, first *bool) ([]byte, *E
 	}
 	return dst, nil
 }
+
+// s2b views s as bytes without copying; they must not be written to.
+func s2b(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // validInner reports whether b is the inside of a JSON string literal.
 func validInner(b []byte) bool {

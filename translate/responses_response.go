@@ -275,7 +275,7 @@ func appendReasoningItem(dst, base []byte, n int, text string, encrypted bool, s
 	dst = append(dst, ']')
 	if encrypted && text != "" {
 		dst = append(dst, `,"encrypted_content":"`+encPrefix...)
-		dst = base64.StdEncoding.AppendEncode(dst, []byte(text))
+		dst = base64.StdEncoding.AppendEncode(dst, s2b(text))
 		dst = append(dst, '"')
 	}
 	if status != "" {

@@ -54,6 +54,9 @@ type Stream struct {
 	ub                         []upBlock     // messages upstream blocks
 	chatPrefix                 []byte
 	sawDone, sawChatUsageChunk bool
+
+	// rx writes the events of a Responses client (responses_stream.go).
+	rx *respStream
 }
 
 // NewStream returns a Stream from upstream format to client format for a
@@ -73,10 +76,17 @@ func (s *Stream) Reset(client, upstream Format, req Request, cfg *Config) {
 		rbuf: s.rbuf[:0], tbuf: s.tbuf[:0], scratch: s.scratch[:0], enc: s.enc[:0], lit: s.lit[:0],
 		stopSeq: s.stopSeq[:0], tools: s.tools[:0], live: -1,
 		choices: s.choices[:0], ub: s.ub[:0], chatPrefix: s.chatPrefix[:0],
+		rx: s.rx,
 	}
 	s.think.pend = s.think.pend[:0]
 	s.think.reset(cfg.ThinkPrefilled && req.Reasoning)
 	s.created = now().Unix()
+	if client == Responses {
+		if s.rx == nil {
+			s.rx = new(respStream)
+		}
+		s.rx.reset(upstream, req, cfg)
+	}
 }
 
 // now is the clock behind chat's `created`; tests pin it.
@@ -103,6 +113,9 @@ func validEvent(d string) bool {
 func (s *Stream) Write(dst, p []byte) []byte {
 	if s.done {
 		return dst
+	}
+	if s.client == Responses {
+		return s.respWrite(dst, p)
 	}
 	s.out = dst
 	for len(p) > 0 && !s.done {
@@ -134,6 +147,9 @@ func (s *Stream) Write(dst, p []byte) []byte {
 func (s *Stream) Close(dst []byte) []byte {
 	if s.done {
 		return dst
+	}
+	if s.client == Responses {
+		return s.respClose(dst)
 	}
 	s.out = dst
 	if len(s.line) > 0 {
@@ -167,6 +183,9 @@ func (s *Stream) Abort(dst []byte, e *Error) []byte {
 	if s.done {
 		return dst
 	}
+	if s.client == Responses {
+		return s.respAbort(dst, e)
+	}
 	s.out = dst
 	s.fail(e)
 	dst = s.out
@@ -180,6 +199,9 @@ func (s *Stream) Done() bool { return s.done }
 // Usage reports the tokens counted so far: input (all of it, cached
 // included), output, and of those the cached input and reasoning tokens.
 func (s *Stream) Usage() (input, output, cached, reasoning int64) {
+	if s.client == Responses {
+		return s.rx.inner.Usage()
+	}
 	return s.u.promptTotal(), s.u.output, s.u.cacheRead, s.u.reasoningTokens(s.reasonBytes, s.otherBytes)
 }
 

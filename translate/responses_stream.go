@@ -1,0 +1,638 @@
+package translate
+
+// The Responses event stream. A Responses client's Stream runs an inner
+// Stream that turns the upstream's events into chat completion chunks
+// (messages → chat, or the chat pass-through that normalises reasoning and
+// tool calls), and writes those chunks as Responses events, in the order
+// the official SDKs and Codex expect:
+//
+//	response.created, response.in_progress,
+//	per output item: response.output_item.added, then
+//	  reasoning: reasoning_summary_part.added, reasoning_summary_text.delta…,
+//	             reasoning_summary_text.done, reasoning_summary_part.done
+//	  message:   content_part.added, output_text.delta…, output_text.done,
+//	             content_part.done
+//	  call:      function_call_arguments.delta…, function_call_arguments.done
+//	response.output_item.done;
+//	finally response.completed (response.incomplete when cut by max tokens),
+//	or error and response.failed when the upstream fails.
+//
+// Every event carries a sequence_number. One item is open at a time: of
+// several tool calls streamed interleaved, one streams live and the others'
+// arguments wait until it is complete.
+
+import "bytes"
+
+type respItemKind uint8
+
+const (
+	riReasoning respItemKind = iota + 1
+	riMessage
+	riCall
+)
+
+// call states
+const (
+	callPending uint8 = iota // its arguments are held until it goes live
+	callLive
+	callDone
+)
+
+type respItem struct {
+	kind   respItemKind
+	state  uint8
+	key    int    // a call's tool_calls index
+	out    int    // output_index; -1 until added
+	text   []byte // escaped string content: the reasoning, the text or the arguments
+	callID []byte // raw literal
+	name   []byte // escaped, as the upstream called it (flattened)
+	status string // set when done
+	jt     jsonTracker
+}
+
+type respStream struct {
+	inner   Stream
+	buf     []byte // the inner stream's chat events
+	scratch []byte
+	opts    respOptions
+	seq     int64
+	started bool
+	base    []byte // the response id without resp_ (escaped)
+	model   []byte // raw literal
+	created int64
+	items   []respItem
+	added   int // items added so far
+	open    int // index in items of the open reasoning or message item, -1 none
+	live    int // index in items of the call streaming live, -1 none
+	stop    stopReason
+	u       usage
+}
+
+var sseEnd = []byte("\n\n")
+
+func (x *respStream) reset(upstream Format, req Request, cfg *Config) {
+	in := req
+	in.IncludeUsage = true // usage goes into response.completed
+	x.inner.Reset(Chat, upstream, in, cfg)
+	*x = respStream{
+		inner: x.inner, buf: x.buf[:0], scratch: x.scratch[:0], opts: req.resp,
+		base: x.base[:0], model: x.model[:0], created: now().Unix(),
+		items: x.items[:0], open: -1, live: -1,
+	}
+}
+
+func (s *Stream) respWrite(dst, p []byte) []byte {
+	x := s.rx
+	x.buf = x.inner.Write(x.buf[:0], p)
+	return s.respDrain(dst)
+}
+
+func (s *Stream) respClose(dst []byte) []byte {
+	x := s.rx
+	x.buf = x.inner.Close(x.buf[:0])
+	dst = s.respDrain(dst)
+	if !s.done { // the inner stream always ends; this is a safety net
+		s.out = dst
+		s.respFail(NewError(502, APIError, "the upstream ended the stream before the response was complete"))
+		dst, s.out = s.out, nil
+	}
+	return dst
+}
+
+func (s *Stream) respAbort(dst []byte, e *Error) []byte {
+	x := s.rx
+	x.buf = x.inner.Abort(x.buf[:0], e)
+	return s.respDrain(dst)
+}
+
+// respDrain writes the Responses events for the chat events in rx.buf.
+func (s *Stream) respDrain(dst []byte) []byte {
+	s.out = dst
+	b := s.rx.buf
+	for len(b) > 0 && !s.done {
+		i := bytes.Index(b, sseEnd)
+		if i < 0 {
+			break // the chat writer writes whole events only
+		}
+		ev := b[:i]
+		b = b[i+2:]
+		switch {
+		case len(ev) > 0 && ev[0] == ':': // keep-alive
+			s.out = append(s.out, ev...)
+			s.out = append(s.out, sseEnd...)
+		case len(ev) > 6 && b2s(ev[:6]) == "data: ":
+			if d := b2s(ev[6:]); d == "[DONE]" {
+				s.respFinal()
+			} else {
+				s.respChunk(d)
+			}
+		}
+	}
+	dst = s.out
+	s.out = nil
+	return dst
+}
+
+// respChunk takes one chat completion chunk.
+func (s *Stream) respChunk(d string) {
+	x := s.rx
+	var id, model, choices, usageV, errv string
+	it, _ := objIter(d)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		switch k {
+		case "id":
+			id = v
+		case "model":
+			model = v
+		case "choices":
+			choices = v
+		case "usage":
+			usageV = v
+		case "error":
+			errv = v
+		}
+	}
+	if !isNull(errv) {
+		s.respFail(streamError(d))
+		return
+	}
+	s.respStart(id, model)
+	if isObj(usageV) {
+		x.u.readChat(usageV)
+	}
+	ci, _ := arrIter(choices)
+	for {
+		c, ok := ci.elem()
+		if !ok {
+			return
+		}
+		var idx, delta, finish string
+		mi, _ := objIter(c)
+		for {
+			k, v, ok := mi.next()
+			if !ok {
+				break
+			}
+			switch k {
+			case "index":
+				idx = v
+			case "delta":
+				delta = v
+			case "finish_reason":
+				finish = v
+			}
+		}
+		if n, ok := toInt(idx); ok && n != 0 {
+			continue // one choice
+		}
+		if isObj(delta) {
+			s.respDelta(delta)
+		}
+		if isStr(finish) && x.stop == stopNone {
+			x.stop = chatFinish(finish)
+			s.respCloseAll()
+		}
+	}
+}
+
+func (s *Stream) respDelta(d string) {
+	var content, reasoning, calls string
+	it, _ := objIter(d)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		switch k {
+		case "content":
+			content = v
+		case "reasoning_content":
+			reasoning = v
+		case "tool_calls":
+			calls = v
+		}
+	}
+	if isStr(reasoning) && !emptyStr(reasoning) {
+		s.respText(riReasoning, reasoning)
+	}
+	if isStr(content) && !emptyStr(content) {
+		s.respText(riMessage, content)
+	}
+	if ci, ok := arrIter(calls); ok {
+		for pos := 0; ; pos++ {
+			c, ok := ci.elem()
+			if !ok {
+				break
+			}
+			s.respCall(c, pos)
+		}
+	}
+}
+
+// ---- events ----
+
+// rEvent opens an event of type typ; rEnd closes it with its sequence number.
+func (s *Stream) rEvent(typ string) {
+	s.out = append(s.out, "event: "...)
+	s.out = append(s.out, typ...)
+	s.out = append(s.out, "\ndata: {\"type\":\""...)
+	s.out = append(s.out, typ...)
+	s.out = append(s.out, '"')
+}
+
+func (s *Stream) rEnd() {
+	s.out = append(s.out, `,"sequence_number":`...)
+	s.out = appendInt(s.out, s.rx.seq)
+	s.rx.seq++
+	s.out = append(s.out, "}\n\n"...)
+}
+
+// rItemRef writes the item_id and output_index of item i.
+func (s *Stream) rItemRef(i int) {
+	x := s.rx
+	it := &x.items[i]
+	s.out = append(s.out, `,"item_id":`...)
+	s.out = appendItemID(s.out, itemPrefix[it.kind], x.base, it.out)
+	s.out = append(s.out, `,"output_index":`...)
+	s.out = appendInt(s.out, int64(it.out))
+}
+
+var itemPrefix = [...]string{riReasoning: "rs_", riMessage: "msg_", riCall: "fc_"}
+
+// appendItem writes item i whole, as it stands.
+func (x *respStream) appendItem(dst []byte, i int) []byte {
+	it := &x.items[i]
+	status := it.status
+	if status == "" {
+		status = "incomplete" // still open when the response failed
+	}
+	switch it.kind {
+	case riReasoning:
+		return appendReasoningItem(dst, x.base, it.out, b2s(it.text), x.opts.encrypted, status)
+	case riMessage:
+		return appendMessageItem(dst, x.base, it.out, b2s(it.text), status)
+	}
+	return appendCallItem(dst, x.base, it.out, it.callID, b2s(it.name), x.opts.namespaces, b2s(it.text), status)
+}
+
+// rResponse writes the response object: in progress (stop == stopNone, no
+// output yet), finished, or failed (e).
+func (s *Stream) rResponse(stop stopReason, e *Error) {
+	x := s.rx
+	s.out = append(s.out, `,"response":`...)
+	s.out = appendRespHead(s.out, x.base, x.created, b2s(x.model))
+	if stop != stopNone || e != nil {
+		for i := range x.items {
+			if x.items[i].out >= 0 {
+				s.out = x.appendItem(s.out, i)
+			}
+		}
+	}
+	s.out = appendRespTail(s.out, &x.opts, stop, e)
+	s.out = append(s.out, `,"usage":`...)
+	if stop == stopNone && e == nil {
+		s.out = append(s.out, "null}"...)
+		return
+	}
+	s.out = appendRespUsage(s.out, &x.u, x.u.reasoning)
+	s.out = append(s.out, '}')
+}
+
+func (s *Stream) respStart(idLit, modelLit string) {
+	x := s.rx
+	if x.started {
+		return
+	}
+	x.started = true
+	x.base = appendIDBase(x.base[:0], idLit)
+	if isStr(modelLit) {
+		x.model = append(x.model[:0], modelLit...)
+	} else {
+		x.model = append(x.model[:0], `""`...)
+	}
+	s.rEvent("response.created")
+	s.rResponse(stopNone, nil)
+	s.rEnd()
+	s.rEvent("response.in_progress")
+	s.rResponse(stopNone, nil)
+	s.rEnd()
+}
+
+// respAdd adds an item of kind k (its output_item.added and, for text, the
+// opening of its part) and returns its index in items.
+func (s *Stream) respAdd(k respItemKind) int {
+	x := s.rx
+	i := x.newItem(k)
+	s.respAdded(i)
+	return i
+}
+
+func (x *respStream) newItem(k respItemKind) int {
+	n := len(x.items)
+	if n < cap(x.items) {
+		x.items = x.items[:n+1]
+	} else {
+		x.items = append(x.items, respItem{})
+	}
+	it := &x.items[n]
+	*it = respItem{kind: k, out: -1, text: it.text[:0], callID: it.callID[:0], name: it.name[:0]}
+	return n
+}
+
+// respAdded writes the events that open item i.
+func (s *Stream) respAdded(i int) {
+	x := s.rx
+	it := &x.items[i]
+	it.out = x.added
+	x.added++
+	s.rEvent("response.output_item.added")
+	s.out = append(s.out, `,"output_index":`...)
+	s.out = appendInt(s.out, int64(it.out))
+	s.out = append(s.out, `,"item":`...)
+	switch it.kind {
+	case riReasoning:
+		s.out = appendReasoningItem(s.out, x.base, it.out, "", false, "in_progress")
+		s.rEnd()
+		s.rEvent("response.reasoning_summary_part.added")
+		s.rItemRef(i)
+		s.out = append(s.out, `,"summary_index":0,"part":{"type":"summary_text","text":""}`...)
+	case riMessage:
+		s.out = appendMessageItem(s.out, x.base, it.out, "", "in_progress")
+		s.rEnd()
+		s.rEvent("response.content_part.added")
+		s.rItemRef(i)
+		s.out = append(s.out, `,"content_index":0,"part":`...)
+		s.out = appendTextPart(s.out, "")
+	default:
+		s.out = appendCallItem(s.out, x.base, it.out, it.callID, b2s(it.name), x.opts.namespaces, "", "in_progress")
+	}
+	s.rEnd()
+}
+
+// respClose writes the events that close item i.
+func (s *Stream) respCloseItem(i int, status string) {
+	x := s.rx
+	it := &x.items[i]
+	switch it.kind {
+	case riReasoning:
+		s.rEvent("response.reasoning_summary_text.done")
+		s.rItemRef(i)
+		s.out = append(s.out, `,"summary_index":0,"text":"`...)
+		s.out = append(s.out, it.text...)
+		s.out = append(s.out, '"')
+		s.rEnd()
+		s.rEvent("response.reasoning_summary_part.done")
+		s.rItemRef(i)
+		s.out = append(s.out, `,"summary_index":0,"part":{"type":"summary_text","text":"`...)
+		s.out = append(s.out, it.text...)
+		s.out = append(s.out, `"}`...)
+		s.rEnd()
+	case riMessage:
+		s.rEvent("response.output_text.done")
+		s.rItemRef(i)
+		s.out = append(s.out, `,"content_index":0,"text":"`...)
+		s.out = append(s.out, it.text...)
+		s.out = append(s.out, `","logprobs":[]`...)
+		s.rEnd()
+		s.rEvent("response.content_part.done")
+		s.rItemRef(i)
+		s.out = append(s.out, `,"content_index":0,"part":`...)
+		s.out = appendTextPart(s.out, b2s(it.text))
+		s.rEnd()
+	case riCall:
+		s.rEvent("response.function_call_arguments.done")
+		s.rItemRef(i)
+		s.out = appendCallName(s.out, b2s(it.name), x.opts.namespaces)
+		s.out = append(s.out, `,"arguments":"`...)
+		s.out = append(s.out, it.text...)
+		s.out = append(s.out, '"')
+		s.rEnd()
+		it.state = callDone
+	}
+	it.status = status
+	s.rEvent("response.output_item.done")
+	s.out = append(s.out, `,"output_index":`...)
+	s.out = appendInt(s.out, int64(it.out))
+	s.out = append(s.out, `,"item":`...)
+	s.out = x.appendItem(s.out, i)
+	s.rEnd()
+	if x.open == i {
+		x.open = -1
+	}
+	if x.live == i {
+		x.live = -1
+	}
+}
+
+// respText takes reasoning or answer text (a string literal).
+func (s *Stream) respText(k respItemKind, lit string) {
+	x := s.rx
+	if x.open >= 0 && x.items[x.open].kind != k {
+		s.respCloseItem(x.open, "completed")
+	}
+	s.respEndCalls("completed") // text after tool calls ends them
+	if x.open < 0 {
+		x.open = s.respAdd(k)
+	}
+	it := &x.items[x.open]
+	it.text = append(it.text, inner(lit)...)
+	if k == riReasoning {
+		s.rEvent("response.reasoning_summary_text.delta")
+		s.rItemRef(x.open)
+		s.out = append(s.out, `,"summary_index":0,"delta":`...)
+		s.out = append(s.out, lit...)
+	} else {
+		s.rEvent("response.output_text.delta")
+		s.rItemRef(x.open)
+		s.out = append(s.out, `,"content_index":0,"delta":`...)
+		s.out = append(s.out, lit...)
+		s.out = append(s.out, `,"logprobs":[]`...)
+	}
+	s.rEnd()
+}
+
+// respCall takes one element of a chunk's tool_calls.
+func (s *Stream) respCall(c string, pos int) {
+	x := s.rx
+	var idx, id, fn string
+	it, _ := objIter(c)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		switch k {
+		case "index":
+			idx = v
+		case "id":
+			id = v
+		case "function":
+			fn = v
+		}
+	}
+	name, args := field(fn, "name"), field(fn, "arguments")
+	key := pos
+	if n, ok := toInt(idx); ok && n >= 0 && n < 1<<20 {
+		key = int(n)
+	} else if !isStr(id) || emptyStr(id) {
+		key = -1 // a continuation: the last call
+	}
+	i := -1
+	for j := len(x.items) - 1; j >= 0; j-- {
+		if t := &x.items[j]; t.kind == riCall && (t.key == key || key == -1) {
+			i = j
+			break
+		}
+	}
+	if i < 0 || (isStr(id) && !emptyStr(id) && len(x.items[i].callID) > 2 && b2s(x.items[i].callID) != id) {
+		// A new call: the text before it ends.
+		if x.open >= 0 {
+			s.respCloseItem(x.open, "completed")
+		}
+		i = x.newItem(riCall)
+		t := &x.items[i]
+		t.key = key
+		if isStr(id) {
+			t.callID = append(t.callID, id...)
+		}
+		if isStr(name) {
+			t.name = append(t.name, inner(name)...)
+		}
+		if x.live < 0 {
+			s.respGoLive(i)
+		}
+	} else if t := &x.items[i]; t.state == callPending {
+		if len(t.callID) <= 2 && isStr(id) {
+			t.callID = append(t.callID[:0], id...)
+		}
+		if len(t.name) == 0 && isStr(name) {
+			t.name = append(t.name, inner(name)...)
+		}
+	}
+	switch {
+	case isStr(args) && !emptyStr(args):
+		s.respArgs(i, args)
+	case isObj(args): // some servers send the object itself
+		x.scratch = appendStr(x.scratch[:0], args)
+		s.respArgs(i, string(x.scratch))
+	}
+}
+
+// respArgs takes a fragment of a call's arguments (a string literal).
+func (s *Stream) respArgs(i int, lit string) {
+	x := s.rx
+	t := &x.items[i]
+	if t.state == callDone {
+		return // complete already: only trailing whitespace can follow
+	}
+	t.text = append(t.text, inner(lit)...)
+	x.scratch = appendUnescaped(x.scratch[:0], inner(lit))
+	t.jt.feed(x.scratch)
+	if t.state != callLive {
+		return
+	}
+	s.rEvent("response.function_call_arguments.delta")
+	s.rItemRef(i)
+	s.out = append(s.out, `,"delta":`...)
+	s.out = append(s.out, lit...)
+	s.rEnd()
+	if t.jt.done {
+		s.respCloseItem(i, "completed")
+		s.respPromote("completed", false)
+	}
+}
+
+// respGoLive adds the held call i and sends the arguments it holds.
+func (s *Stream) respGoLive(i int) {
+	x := s.rx
+	x.live = i
+	x.items[i].state = callLive
+	s.respAdded(i)
+	if t := &x.items[i]; len(t.text) > 0 {
+		s.rEvent("response.function_call_arguments.delta")
+		s.rItemRef(i)
+		s.out = append(s.out, `,"delta":"`...)
+		s.out = append(s.out, t.text...)
+		s.out = append(s.out, '"')
+		s.rEnd()
+	}
+}
+
+// respPromote sends the held calls, in order, as far as they are complete;
+// all reports that the answer is over, so every call is closed.
+func (s *Stream) respPromote(status string, all bool) {
+	x := s.rx
+	for x.live < 0 {
+		next := -1
+		for j := range x.items {
+			if x.items[j].kind == riCall && x.items[j].state == callPending {
+				next = j
+				break
+			}
+		}
+		if next < 0 {
+			return
+		}
+		s.respGoLive(next)
+		if all || x.items[next].jt.done {
+			s.respCloseItem(next, status)
+		}
+	}
+}
+
+// respEndCalls closes every call, held ones included.
+func (s *Stream) respEndCalls(status string) {
+	x := s.rx
+	if x.live >= 0 {
+		s.respCloseItem(x.live, status)
+	}
+	s.respPromote(status, true)
+}
+
+// respCloseAll closes whatever is open at the end of the answer.
+func (s *Stream) respCloseAll() {
+	x := s.rx
+	status := itemStatus(x.stop, false)
+	if x.open >= 0 {
+		s.respCloseItem(x.open, status)
+	}
+	s.respEndCalls(status)
+}
+
+// respFinal ends the stream after the upstream's answer.
+func (s *Stream) respFinal() {
+	x := s.rx
+	s.respStart("", "")
+	if x.stop == stopNone {
+		x.stop = stopEnd
+	}
+	s.respCloseAll()
+	if x.stop == stopMax || x.stop == stopRefusal {
+		s.rEvent("response.incomplete")
+	} else {
+		s.rEvent("response.completed")
+	}
+	s.rResponse(x.stop, nil)
+	s.rEnd()
+	s.done = true
+}
+
+// respFail ends the stream with an error event and response.failed.
+func (s *Stream) respFail(e *Error) {
+	s.respStart("", "")
+	s.rEvent("error")
+	s.out = append(s.out, `,"code":`...)
+	s.out = appendStr(s.out, respErrorCode(e))
+	s.out = append(s.out, `,"message":`...)
+	s.out = appendStr(s.out, e.Message)
+	s.out = append(s.out, `,"param":null`...)
+	s.rEnd()
+	s.rEvent("response.failed")
+	s.rResponse(stopNone, e)
+	s.rEnd()
+	s.done = true
+}
