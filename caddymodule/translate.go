@@ -189,6 +189,7 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 		setBody(r, body)
 	}
 	r.URL.Path, r.URL.RawPath = t.Path, ""
+	translateHeaders(r, client, t.cfg.Upstream)
 	// The response is read and rewritten here, so it must come uncompressed.
 	r.Header.Set("Accept-Encoding", "identity")
 	if t.cfg.Upstream == translate.Messages && r.Header.Get("anthropic-version") == "" {
