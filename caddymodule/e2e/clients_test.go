@@ -515,8 +515,8 @@ func (f *clientsFixture) admissions(t *testing.T) int {
 type accessEntry struct {
 	Logger  string `json:"logger"`
 	Request struct {
-		Method  string              `json:"method"`
-		URI     string              `json:"uri"`
+		Method string `json:"method"`
+		URI    string `json:"uri"`
 		// Redacted credentials are strings, other headers arrays.
 		Headers map[string]json.RawMessage `json:"headers"`
 	} `json:"request"`
