@@ -27,6 +27,7 @@ type Grant struct {
 	PoolID          string
 	PoolSlug        string
 	Model           string
+	ModelName       string // the pool's display name of the model
 	Hours           HourMask
 	Seats           int  // simultaneous requests while open; 0 for a boost member
 	Boost           bool // a boost member raises priority and adds no lane
@@ -36,6 +37,9 @@ type Grant struct {
 	// scheduled), so hours after Until still count as a next opening.
 	Until  time.Time
 	Renews bool
+	// Since is when the subscription began (model lists show it as the
+	// model's creation time).
+	Since time.Time
 }
 
 // Admission is the outcome of evaluating an entitlement for one request.

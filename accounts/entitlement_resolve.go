@@ -116,11 +116,13 @@ func grantOf(sub *Subscription, pool *Pool, boost bool) Grant {
 		PoolID:          pool.ID,
 		PoolSlug:        pool.Slug,
 		Model:           pool.ModelID,
+		ModelName:       pool.ModelName,
 		Hours:           MaskOf(sub.Blocks),
 		Boost:           boost,
 		MaxOutputTokens: pool.MaxOutputTokens,
 		Until:           sub.CurrentPeriodEnd,
 		Renews:          !sub.CancelAtPeriodEnd,
+		Since:           sub.CreatedAt,
 	}
 	if !boost {
 		g.Seats = max(sub.Quantity, 1)

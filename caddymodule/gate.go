@@ -116,43 +116,25 @@ func (g *Gate) laneWait() time.Duration {
 	return max(time.Duration(g.LaneWait), 0)
 }
 
-// ServeHTTP admits or rejects the request.
+// ServeHTTP admits or rejects the request, or answers it itself (model
+// lists, paths and methods it does not serve).
 func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	format := translate.FormatFromPath(r.URL.Path)
+	ep, modelID := gateRoute(r.URL.Path)
+	format := ep.format(r)
+	switch {
+	case ep == epUnknown:
+		return g.unknownEndpoint(w, r, format)
+	case !ep.allows(r.Method):
+		return g.methodNotAllowed(w, r, ep, format)
+	}
 	ctx := r.Context()
-
-	key := credential(r)
-	switch {
-	case key == "":
-		return g.reject(w, format, rejectMissingKey, http.StatusUnauthorized, "missing_api_key",
-			"no API key: send a consumption key (sk_pool_...) or a combined key (sk-compat-meta-...) "+
-				"in the x-api-key header or as Authorization: Bearer <key>", 0, nil)
-	case strings.HasPrefix(key, accounts.ManagementKeyPrefix), strings.HasPrefix(key, accounts.SessionTokenPrefix):
-		return g.reject(w, format, rejectWrongKeyKind, http.StatusUnauthorized, "invalid_api_key",
-			"management keys/session tokens are for the account API; use a consumption key (sk_pool_...) or a combined key", 0, nil)
-	case !plausibleKey(key):
-		return g.reject(w, format, rejectUnknownKey, http.StatusUnauthorized, "invalid_api_key", msgInvalidKey, 0, nil)
-	}
-
 	now := g.now()
-	ent, err := g.state.cache.Lookup(ctx, key, now, g.source)
-	switch {
-	case err == nil:
-	case errors.Is(err, admission.ErrUnknownKey):
-		return g.reject(w, format, rejectUnknownKey, http.StatusUnauthorized, "invalid_api_key", msgInvalidKey, 0, nil)
-	case ctx.Err() != nil:
-		return g.clientGone(w, nil)
-	default:
-		g.logger.Error("checking an API key", zap.Error(err))
-		return g.reject(w, format, rejectKeyCheckFailed, http.StatusServiceUnavailable, "",
-			"the API key could not be checked right now; retry in a moment", 1, nil)
+	ent, err := g.entitlement(w, r, format, now)
+	if ent == nil {
+		return err
 	}
-	if ent.Denied != "" {
-		status := ent.DeniedStatus
-		if status == 0 {
-			status = http.StatusUnauthorized
-		}
-		return g.reject(w, format, rejectKeyDenied, status, "", ent.Denied, 0, ent)
+	if ep == epModels || ep == epModel {
+		return g.serveModels(w, r, ep, modelID, format, ent, now)
 	}
 
 	body, err := readBody(r, g.maxBody)
@@ -165,18 +147,20 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	case err != nil:
 		return g.reject(w, format, rejectBadRequest, http.StatusBadRequest, "", "could not read the request body: "+err.Error(), 0, ent)
 	}
-	fields, err := scanInference(body)
+	fields, err := scanInference(body, format)
 	if err != nil {
 		return g.reject(w, format, rejectBadRequest, http.StatusBadRequest, "", err.Error(), 0, ent)
 	}
 
 	adm := ent.At(now, fields.model)
 	if !adm.ModelHeld {
-		return g.reject(w, format, rejectModelNotHeld, http.StatusNotFound, "model_not_found",
-			"model "+strconv.Quote(fields.model)+" is not available with this key", 0, ent)
+		return g.modelNotHeld(w, format, ent, fields.model, now)
 	}
 	if adm.Lanes == 0 {
 		return g.windowClosed(w, format, ent, fields.model, adm.NextOpen, now)
+	}
+	if ep == epCount {
+		return g.passCount(w, r, next, ent, &adm, fields.model, body, now)
 	}
 
 	priority := adm.Boosts
@@ -208,31 +192,94 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 			zap.Int("lanes", adm.Lanes), zap.Int("boosts", adm.Boosts), zap.Duration("waited", waited), zap.Bool("clamped", clamped))
 	}
 
-	if repl, ok := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-		// One provider, answering at replace time, costs one allocation;
-		// five Set calls cost several and grow the replacer's map, which
-		// reverse_proxy fills too.
-		pool, model, keyID, boosts, lanes := adm.PoolSlug, fields.model, ent.KeyID, adm.Boosts, adm.Lanes
-		repl.Map(func(key string) (any, bool) {
-			switch key {
-			case "timeblock.pool":
-				return pool, true
-			case "timeblock.model":
-				return model, true
-			case "timeblock.key_id":
-				return keyID, true
-			case "timeblock.boost":
-				return boosts, true
-			case "timeblock.lanes":
-				return lanes, true
-			}
-			return nil, false
-		})
-	}
+	publish(r, ent, &adm, fields.model)
 	caddyhttp.SetVar(ctx, VarBody, body)
 	caddyhttp.SetVar(ctx, VarBoost, priority)
 	setBody(r, body)
 	return next.ServeHTTP(w, r)
+}
+
+// entitlement checks the request's credential and returns what it may do.
+// When it returns nil, the request has been answered (err is the write's).
+func (g *Gate) entitlement(w http.ResponseWriter, r *http.Request, format translate.Format, now time.Time) (*accounts.Entitlement, error) {
+	key := credential(r)
+	switch {
+	case key == "":
+		return nil, g.reject(w, format, rejectMissingKey, http.StatusUnauthorized, "missing_api_key",
+			"no API key: send a consumption key (sk_pool_...) or a combined key (sk-compat-meta-...) "+
+				"in the x-api-key header or as Authorization: Bearer <key>", 0, nil)
+	case strings.HasPrefix(key, accounts.ManagementKeyPrefix), strings.HasPrefix(key, accounts.SessionTokenPrefix):
+		return nil, g.reject(w, format, rejectWrongKeyKind, http.StatusUnauthorized, "invalid_api_key",
+			"management keys/session tokens are for the account API; use a consumption key (sk_pool_...) or a combined key", 0, nil)
+	case !plausibleKey(key):
+		return nil, g.reject(w, format, rejectUnknownKey, http.StatusUnauthorized, "invalid_api_key", msgInvalidKey, 0, nil)
+	}
+	ctx := r.Context()
+	ent, err := g.state.cache.Lookup(ctx, key, now, g.source)
+	switch {
+	case err == nil:
+	case errors.Is(err, admission.ErrUnknownKey):
+		return nil, g.reject(w, format, rejectUnknownKey, http.StatusUnauthorized, "invalid_api_key", msgInvalidKey, 0, nil)
+	case ctx.Err() != nil:
+		return nil, g.clientGone(w, nil)
+	default:
+		g.logger.Error("checking an API key", zap.Error(err))
+		return nil, g.reject(w, format, rejectKeyCheckFailed, http.StatusServiceUnavailable, "",
+			"the API key could not be checked right now; retry in a moment", 1, nil)
+	}
+	if ent.Denied != "" {
+		status := ent.DeniedStatus
+		if status == 0 {
+			status = http.StatusUnauthorized
+		}
+		return nil, g.reject(w, format, rejectKeyDenied, status, "", ent.Denied, 0, ent)
+	}
+	return ent, nil
+}
+
+// publish sets the gate's placeholders. One provider, answering at replace
+// time, costs one allocation; five Set calls cost several and grow the
+// replacer's map, which reverse_proxy fills too.
+func publish(r *http.Request, ent *accounts.Entitlement, adm *accounts.Admission, model string) {
+	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if !ok {
+		return
+	}
+	pool, keyID, boosts, lanes := adm.PoolSlug, ent.KeyID, adm.Boosts, adm.Lanes
+	repl.Map(func(key string) (any, bool) {
+		switch key {
+		case "timeblock.pool":
+			return pool, true
+		case "timeblock.model":
+			return model, true
+		case "timeblock.key_id":
+			return keyID, true
+		case "timeblock.boost":
+			return boosts, true
+		case "timeblock.lanes":
+			return lanes, true
+		}
+		return nil, false
+	})
+}
+
+// passCount lets a token count through without a lane: it costs the
+// upstream little (the translator forwards it to a messages upstream and
+// answers it itself for a chat upstream), so a key may count while its
+// lanes are busy. It still needs the key's hours, like inference.
+func (g *Gate) passCount(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, ent *accounts.Entitlement, adm *accounts.Admission, model string, body []byte, now time.Time) error {
+	g.state.metrics.laneless[lanelessCountTokens].Inc()
+	g.state.lastUsed.Record(ent.KeyID, ent.Combined, now)
+	publish(r, ent, adm, model)
+	caddyhttp.SetVar(r.Context(), VarBody, body)
+	setBody(r, body)
+	return next.ServeHTTP(w, r)
+}
+
+// modelNotHeld answers 404, naming the models the key holds.
+func (g *Gate) modelNotHeld(w http.ResponseWriter, format translate.Format, ent *accounts.Entitlement, model string, now time.Time) error {
+	return g.reject(w, format, rejectModelNotHeld, http.StatusNotFound, "model_not_found",
+		"model "+strconv.Quote(model)+" is not available with this key; "+holdsText(ent.Models(now, nil)), 0, ent)
 }
 
 const msgInvalidKey = "invalid API key: no consumption key or combined key has this value; " +

@@ -2,7 +2,8 @@ package caddymodule
 
 // The gate reads an inference body once: it checks the size and the JSON,
 // finds the fields it acts on in one pass over the top level, and rewrites
-// the body only when it must (max_tokens above the pool's ceiling, priority).
+// the body only when it must (an output limit above the pool's ceiling,
+// priority).
 
 import (
 	"bytes"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
+
+	"github.com/timeblock/timeblock/translate"
 )
 
 var errBodyTooLarge = errors.New("request body too large")
@@ -56,19 +59,31 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 
 // inferenceFields are the top-level fields of a request body the gate acts on.
 type inferenceFields struct {
-	model               string
-	maxTokens           gjson.Result // messages and chat
+	model string
+	// maxTokens is the output limit: max_tokens on messages and chat,
+	// max_output_tokens on responses (maxTokensName).
+	maxTokens           gjson.Result
+	maxTokensName       string
 	maxCompletionTokens gjson.Result // chat's newer name for the same limit
 	priority            bool         // the client sent a priority of its own
 	detached            bool         // model no longer points into the body
 }
 
 // scanInference checks that body is one JSON object with a model and reads
-// the fields the gate acts on; the error says what to fix.
-func scanInference(body []byte) (inferenceFields, error) {
-	var f inferenceFields
+// the fields the gate acts on in a request of format; the error says what to
+// fix.
+func scanInference(body []byte, format translate.Format) (inferenceFields, error) {
+	f := inferenceFields{maxTokensName: "max_tokens"}
+	limit := "max_tokens"
+	if format == translate.Responses {
+		limit = "max_output_tokens"
+		f.maxTokensName = limit
+	}
 	s := unsafe.String(unsafe.SliceData(body), len(body))
 	if len(body) == 0 {
+		if format == translate.Responses {
+			return f, errors.New("request body is empty; send a JSON object with model and input")
+		}
 		return f, errors.New("request body is empty; send a JSON object with model and messages")
 	}
 	if !gjson.Valid(s) {
@@ -89,7 +104,7 @@ func scanInference(body []byte) (inferenceFields, error) {
 			// A view into the body; rewriteBody copies it before it edits
 			// the body in place.
 			f.model = v.Str
-		case "max_tokens":
+		case limit:
 			f.maxTokens = v
 		case "max_completion_tokens":
 			f.maxCompletionTokens = v
@@ -107,12 +122,14 @@ func scanInference(body []byte) (inferenceFields, error) {
 	return f, nil
 }
 
-// rewriteBody applies the gate's edits: max_tokens (and chat's
-// max_completion_tokens) above maxOut is lowered to it, and on chat requests
-// priority is set to -boosts while boost members are open and removed
-// otherwise, since only the gate decides who runs first. It returns body
-// itself when nothing changes, and whether max_tokens was clamped. Before
-// the first edit it copies f.model out of the body.
+// rewriteBody applies the gate's edits: the output limit (max_tokens, chat's
+// max_completion_tokens, responses' max_output_tokens) above maxOut is
+// lowered to it, and on chat requests priority is set to -boosts while boost
+// members are open and removed otherwise, since only the gate decides who
+// runs first (a messages or responses body has no priority; the translator
+// writes it when it builds a chat body). It returns body itself when nothing
+// changes, and whether the limit was clamped. Before the first edit it
+// copies f.model out of the body.
 func rewriteBody(body []byte, f *inferenceFields, maxOut int, chat bool, boosts int) ([]byte, bool, error) {
 	var err error
 	clamped := false
@@ -121,7 +138,7 @@ func rewriteBody(body []byte, f *inferenceFields, maxOut int, chat bool, boosts 
 		for _, field := range [...]struct {
 			name string
 			v    gjson.Result
-		}{{"max_tokens", f.maxTokens}, {"max_completion_tokens", f.maxCompletionTokens}} {
+		}{{f.maxTokensName, f.maxTokens}, {"max_completion_tokens", f.maxCompletionTokens}} {
 			if field.v.Type != gjson.Number || field.v.Num <= float64(maxOut) {
 				continue
 			}

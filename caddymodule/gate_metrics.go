@@ -23,6 +23,8 @@ const (
 	rejectWindowClosed
 	rejectLanesFull
 	rejectClientGone
+	rejectUnknownEndpoint  // a path the gate does not serve (404)
+	rejectMethodNotAllowed // a served path with the wrong method (405)
 	numRejectReasons
 )
 
@@ -38,9 +40,27 @@ var rejectReasonNames = [numRejectReasons]string{
 	rejectWindowClosed:   "window_closed",
 	rejectLanesFull:      "lanes_full",
 	rejectClientGone:     "client_gone",
+
+	rejectUnknownEndpoint:  "unknown_endpoint",
+	rejectMethodNotAllowed: "method_not_allowed",
 }
 
 func (r rejectReason) String() string { return rejectReasonNames[r] }
+
+// lanelessEndpoint labels timeblock_gate_laneless_total: requests the gate
+// lets through, or answers itself, without taking a lane.
+type lanelessEndpoint int
+
+const (
+	lanelessModels      lanelessEndpoint = iota // GET /v1/models and /v1/models/{id}
+	lanelessCountTokens                         // POST /v1/messages/count_tokens
+	numLanelessEndpoints
+)
+
+var lanelessNames = [numLanelessEndpoints]string{
+	lanelessModels:      "models",
+	lanelessCountTokens: "count_tokens",
+}
 
 // gateMetrics are built once per store with the rest of the gate state, so
 // counters keep counting across config reloads; each config registers them
@@ -48,6 +68,7 @@ func (r rejectReason) String() string { return rejectReasonNames[r] }
 type gateMetrics struct {
 	admissions *prometheus.CounterVec
 	rejections [numRejectReasons]prometheus.Counter
+	laneless   [numLanelessEndpoints]prometheus.Counter
 	laneWait   prometheus.Histogram
 	collectors []prometheus.Collector
 }
@@ -72,7 +93,14 @@ func newGateMetrics(lanes *admission.Registry, cache *admission.Cache) *gateMetr
 	for r := range numRejectReasons {
 		m.rejections[r] = rejections.WithLabelValues(r.String())
 	}
-	m.collectors = []prometheus.Collector{m.admissions, rejections, m.laneWait, &gateCollector{lanes: lanes, cache: cache}}
+	laneless := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: ns, Subsystem: sub, Name: "laneless_total",
+		Help: "Requests passed without taking a lane, by endpoint: model lists (answered by the gate) and token counts.",
+	}, []string{"endpoint"})
+	for e := range numLanelessEndpoints {
+		m.laneless[e] = laneless.WithLabelValues(lanelessNames[e])
+	}
+	m.collectors = []prometheus.Collector{m.admissions, rejections, laneless, m.laneWait, &gateCollector{lanes: lanes, cache: cache}}
 	return m
 }
 

@@ -686,3 +686,328 @@ func TestGateMetrics(t *testing.T) {
 	close(release)
 	<-done
 }
+
+// ---- endpoints beyond inference: model lists, token counts, 404/405 ----
+
+const (
+	tTrio     = "sk-compat-meta-t3t3t3t3t3t3t3t3t3t3t3t3t3t3t3t3t3t3t"
+	countPath = "/compat/v1/messages/count_tokens"
+)
+
+// trioGrants is a combined key holding three models; llama's hours are the
+// evening ones, closed at gateNow.
+func trioGrants() []accounts.Grant {
+	g := []accounts.Grant{grant("s7", europe, 1, false), grant("s8", americas, 1, false), grant("s9", europe, 1, false)}
+	g[0].ModelName, g[0].Since = "Qwen3 32B", time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	g[1].PoolID, g[1].PoolSlug, g[1].Model = "pool-llama", "llama", "meta-llama/Llama-3.3-70B"
+	g[2].PoolID, g[2].PoolSlug, g[2].Model, g[2].MaxOutputTokens = "pool-mistral", "mistral", "mistral-small", 0
+	return g
+}
+
+// get sends a GET through the gate with key in the header an SDK of the
+// path's style would use (x-api-key and anthropic-version under /compat/).
+func (f *gateFixture) get(t *testing.T, method, path, key string, hdr ...string) result {
+	t.Helper()
+	r := f.request(path, "", "")
+	r.Method = method
+	if key != "" {
+		if strings.Contains(path, "/compat/") {
+			r.Header.Set("x-api-key", key)
+			r.Header.Set("anthropic-version", "2023-06-01")
+		} else {
+			r.Header.Set("Authorization", "Bearer "+key)
+		}
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		r.Header.Set(hdr[i], hdr[i+1])
+	}
+	return f.doRequest(t, r, caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error {
+		t.Errorf("%s %s reached the next handler", method, path)
+		return nil
+	}))
+}
+
+func TestGateModelLists(t *testing.T) {
+	f := newGateFixture(t, 0)
+	f.src.put(tTrio, &accounts.Entitlement{KeyID: "ck_3", UserID: "u4", Combined: true, Grants: trioGrants()})
+
+	// The OpenAI list, every model the key holds, open now or not.
+	res := f.get(t, http.MethodGet, "/v1/models", tTrio)
+	if res.status != 200 || res.header.Get("Content-Type") != "application/json" {
+		t.Fatalf("GET /v1/models: %d %s", res.status, res.body)
+	}
+	if got := gjson.Get(res.body, "data.#.id").String(); gjson.Get(res.body, "object").Str != "list" ||
+		got != `["qwen3-32b","meta-llama/Llama-3.3-70B","mistral-small"]` {
+		t.Fatalf("OpenAI list = %s", res.body)
+	}
+	if m := gjson.Get(res.body, "data.0"); m.Get("object").Str != "model" || m.Get("created").Int() != 1767607200 || m.Get("owned_by").Str != "timeblock" {
+		t.Fatalf("OpenAI model = %s", m.Raw)
+	}
+
+	// The messages list: under /compat/, or anywhere with anthropic-version.
+	for _, r := range []result{
+		f.get(t, http.MethodGet, "/compat/v1/models", tTrio),
+		f.get(t, http.MethodGet, "/v1/models", tTrio, "anthropic-version", "2023-06-01"),
+	} {
+		if r.status != 200 || gjson.Get(r.body, "data.#").Int() != 3 || gjson.Get(r.body, "has_more").Type != gjson.False ||
+			gjson.Get(r.body, "first_id").Str != "qwen3-32b" || gjson.Get(r.body, "last_id").Str != "mistral-small" {
+			t.Fatalf("messages list: %d %s", r.status, r.body)
+		}
+		want := `{"type":"model","id":"qwen3-32b","display_name":"Qwen3 32B","created_at":"2026-01-05T10:00:00Z","max_tokens":8192}`
+		if got := gjson.Get(r.body, "data.0").Raw; got != want {
+			t.Fatalf("messages model = %s, want %s", got, want)
+		}
+		if got := gjson.Get(r.body, "data.2").Raw; got != `{"type":"model","id":"mistral-small","display_name":"mistral-small","created_at":"1970-01-01T00:00:00Z"}` {
+			t.Fatalf("a model without a name, start or ceiling = %s", got)
+		}
+	}
+
+	// Pages of the messages list.
+	pages := []struct {
+		query, ids, first, last string
+		more                    bool
+	}{
+		{"limit=2", `["qwen3-32b","meta-llama/Llama-3.3-70B"]`, "qwen3-32b", "meta-llama/Llama-3.3-70B", true},
+		{"limit=2&after_id=meta-llama/Llama-3.3-70B", `["mistral-small"]`, "mistral-small", "mistral-small", false},
+		{"limit=1&before_id=mistral-small", `["meta-llama/Llama-3.3-70B"]`, "meta-llama/Llama-3.3-70B", "meta-llama/Llama-3.3-70B", true},
+		{"after_id=nope", `[]`, "", "", false},
+	}
+	for _, p := range pages {
+		r := f.get(t, http.MethodGet, "/compat/v1/models?"+p.query, tTrio)
+		if got := gjson.Get(r.body, "data.#.id").Raw; r.status != 200 || got != p.ids ||
+			gjson.Get(r.body, "first_id").Str != p.first || gjson.Get(r.body, "last_id").Str != p.last || gjson.Get(r.body, "has_more").Bool() != p.more {
+			t.Errorf("?%s: %d %s", p.query, r.status, r.body)
+		}
+	}
+	if r := f.get(t, http.MethodGet, "/compat/v1/models?limit=0", tTrio); r.status != 400 {
+		t.Errorf("limit=0: %d %s", r.status, r.body)
+	} else {
+		assertErrorBody(t, "/v1/messages", r.body, "invalid_request_error", "limit")
+	}
+
+	// One model, in each style; an id may hold slashes.
+	r := f.get(t, http.MethodGet, "/v1/models/meta-llama/Llama-3.3-70B", tTrio)
+	if r.status != 200 || gjson.Get(r.body, "id").Str != "meta-llama/Llama-3.3-70B" || gjson.Get(r.body, "object").Str != "model" {
+		t.Fatalf("GET one model: %d %s", r.status, r.body)
+	}
+	r = f.get(t, http.MethodGet, "/compat/v1/models/qwen3-32b", tTrio)
+	if r.status != 200 || gjson.Get(r.body, "type").Str != "model" || gjson.Get(r.body, "display_name").Str != "Qwen3 32B" {
+		t.Fatalf("GET one model, messages style: %d %s", r.status, r.body)
+	}
+	for _, path := range []string{"/v1/models/gpt-5", "/compat/v1/models/gpt-5"} {
+		r := f.get(t, http.MethodGet, path, tTrio)
+		if r.status != 404 {
+			t.Fatalf("%s: %d %s", path, r.status, r.body)
+		}
+		style := chatPath
+		if strings.Contains(path, "/compat/") {
+			style = messagesPath
+		}
+		assertErrorBody(t, style, r.body, "not_found_error",
+			`model "gpt-5" is not available with this key; it holds: qwen3-32b, meta-llama/Llama-3.3-70B, mistral-small`)
+	}
+
+	// HEAD works; the key is checked like an inference key's.
+	if r := f.get(t, http.MethodHead, "/v1/models", tTrio); r.status != 200 {
+		t.Errorf("HEAD: %d", r.status)
+	}
+	if r := f.get(t, http.MethodGet, "/compat/v1/models", ""); r.status != 401 {
+		t.Errorf("no key: %d", r.status)
+	} else {
+		assertErrorBody(t, messagesPath, r.body, "authentication_error", "no API key")
+	}
+	if r := f.get(t, http.MethodGet, "/v1/models", tRevoked); r.status != 401 {
+		t.Errorf("revoked key: %d", r.status)
+	}
+}
+
+// The gate answers a model list from the cache: with the key's only lane
+// busy, and without the store once the key is cached.
+func TestGateModelListTakesNoLane(t *testing.T) {
+	f := newGateFixture(t, 0)
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	done := make(chan result, 1)
+	go func() { done <- f.do(t, chatPath, tKey, chatBody, blockingNext(started, release)) }()
+	<-started
+	calls := f.src.calls.Load()
+	r := f.get(t, http.MethodGet, "/v1/models", tKey)
+	if r.status != 200 || gjson.Get(r.body, "data.0.id").Str != "qwen3-32b" {
+		t.Fatalf("list while the lane is busy: %d %s", r.status, r.body)
+	}
+	if f.src.calls.Load() != calls {
+		t.Errorf("the list asked the store")
+	}
+	if n := f.inUse("key_1"); n != 1 {
+		t.Errorf("%d lanes in use, want the stream's 1", n)
+	}
+	close(release)
+	<-done
+}
+
+func TestGateUnknownEndpoints(t *testing.T) {
+	f := newGateFixture(t, 0)
+	cases := []struct {
+		method, path string
+		hdr          []string
+		status       int
+		allow        string
+		messages     bool // the messages error format
+		msg          string
+	}{
+		{"GET", "/v1/foo", nil, 404, "", false, "no endpoint GET /v1/foo here; served: POST /v1/chat/completions, POST /v1/messages, POST /v1/messages/count_tokens, POST /v1/responses, GET /v1/models, GET /v1/models/{model}"},
+		{"POST", "/v1/completions", nil, 404, "", false, "POST /v1/completions here"},
+		{"POST", "/v1/embeddings", []string{"anthropic-version", "2023-06-01"}, 404, "", true, "no endpoint"},
+		{"GET", "/compat/v1/foo", nil, 404, "", true, "served: POST /compat/v1/chat/completions, POST /compat/v1/messages, POST /compat/v1/messages/count_tokens"},
+		{"DELETE", "/v1/models", nil, 405, "GET, HEAD", false, "DELETE is not allowed on /v1/models; use GET or HEAD"},
+		{"POST", "/compat/v1/models/qwen3-32b", nil, 405, "GET, HEAD", true, "use GET or HEAD"},
+		{"GET", "/v1/chat/completions", nil, 405, "POST", false, "GET is not allowed on /v1/chat/completions; use POST"},
+		{"GET", "/compat/v1/messages", nil, 405, "POST", true, "use POST"},
+		{"GET", "/compat/v1/messages/count_tokens", nil, 405, "POST", true, "use POST"},
+		{"PUT", "/v1/responses", nil, 405, "POST", false, "use POST"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			before := f.src.calls.Load()
+			// With a key that would be refused: the path is judged first.
+			res := f.get(t, tc.method, tc.path, "", append([]string{"x-api-key", tUnknown}, tc.hdr...)...)
+			if res.status != tc.status || res.header.Get("Allow") != tc.allow {
+				t.Fatalf("%d, Allow %q; want %d, Allow %q (%s)", res.status, res.header.Get("Allow"), tc.status, tc.allow, res.body)
+			}
+			kind := "not_found_error"
+			if tc.status == 405 {
+				kind = "invalid_request_error"
+			}
+			style := chatPath
+			if tc.messages {
+				style = messagesPath
+			}
+			assertErrorBody(t, style, res.body, kind, tc.msg)
+			if f.src.calls.Load() != before {
+				t.Errorf("the key was looked up")
+			}
+		})
+	}
+}
+
+func TestGateWrongModelNamesHeldModels(t *testing.T) {
+	f := newGateFixture(t, 0)
+	f.src.put(tTrio, &accounts.Entitlement{KeyID: "ck_3", UserID: "u4", Combined: true, Grants: trioGrants()})
+	const want = `model "gpt-5" is not available with this key; it holds: qwen3-32b, meta-llama/Llama-3.3-70B, mistral-small`
+	for _, path := range []string{chatPath, messagesPath, "/v1/responses", countPath} {
+		res := f.do(t, path, tTrio, `{"model":"gpt-5","max_tokens":10,"messages":[],"input":"hi"}`, nil)
+		if res.status != http.StatusNotFound {
+			t.Fatalf("%s: %d %s", path, res.status, res.body)
+		}
+		style := path
+		if path == countPath {
+			style = messagesPath
+		}
+		assertErrorBody(t, style, res.body, "not_found_error", want)
+		if code := gjson.Get(res.body, "error.code").Str; path == chatPath && code != "model_not_found" {
+			t.Errorf("code %q", code)
+		}
+	}
+}
+
+func TestGateCountTokens(t *testing.T) {
+	f := newGateFixture(t, 0)
+	// The key's only lane is busy: a count still goes through.
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	done := make(chan result, 1)
+	go func() { done <- f.do(t, chatPath, tKey, chatBody, blockingNext(started, release)) }()
+	<-started
+
+	body := `{"model":"qwen3-32b","max_tokens":100000,"messages":[{"role":"user","content":"hi"}]}`
+	var s seen
+	r := f.request(countPath, tKey, body)
+	r.Header.Set("x-api-key", tKey)
+	res := f.doRequest(t, r, recorder(&s))
+	if res.status != 200 || s.calls != 1 {
+		t.Fatalf("count with the lane busy: %d %s", res.status, res.body)
+	}
+	if s.body != body {
+		t.Errorf("the count's body was changed: %s", s.body)
+	}
+	if b, _ := s.vars[VarBody].([]byte); string(b) != body {
+		t.Errorf("var %s = %q", VarBody, b)
+	}
+	if s.repl["pool"] != "qwen" || s.repl["key_id"] != "key_1" {
+		t.Errorf("placeholders %v", s.repl)
+	}
+	if n := f.inUse("key_1"); n != 1 {
+		t.Errorf("%d lanes in use, want the stream's 1", n)
+	}
+	if got := gatherGate(t, f)["timeblock_gate_laneless_total{count_tokens}"]; got != 1 {
+		t.Errorf("laneless count_tokens = %v", got)
+	}
+	close(release)
+	<-done
+
+	// Outside the key's hours, a count is refused like inference.
+	res = f.do(t, countPath, tEvening, body, nil)
+	if res.status != http.StatusForbidden || res.header.Get("Retry-After") == "" {
+		t.Fatalf("count outside the hours: %d %s", res.status, res.body)
+	}
+	assertErrorBody(t, messagesPath, res.body, "permission_error", "opens next at")
+	// Bad bodies, in the messages format.
+	res = f.do(t, countPath, tKey, `{"messages":[]}`, nil)
+	if res.status != 400 {
+		t.Fatalf("no model: %d", res.status)
+	}
+	assertErrorBody(t, messagesPath, res.body, "invalid_request_error", "model is required")
+}
+
+// gatherGate reads the gate's counters by name{label values}.
+func gatherGate(t *testing.T, f *gateFixture) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	if err := f.gate.state.metrics.register(reg); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range families {
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range m.GetLabel() {
+				name += "{" + l.GetValue() + "}"
+			}
+			if m.Counter != nil {
+				got[name] = m.Counter.GetValue()
+			}
+		}
+	}
+	return got
+}
+
+func TestGateResponsesClamp(t *testing.T) {
+	f := newGateFixture(t, 0)
+	var s seen
+	// A boosted combined key: the gate sets VarBoost for the translator and
+	// writes no priority into a Responses body; it clamps max_output_tokens
+	// and leaves other fields alone.
+	body := `{"model":"qwen3-32b","input":"hi","max_output_tokens":100000,"max_tokens":5}`
+	res := f.do(t, "/v1/responses", tCombined, body, recorder(&s))
+	if res.status != 200 {
+		t.Fatalf("%d %s", res.status, res.body)
+	}
+	if got := gjson.Get(s.body, "max_output_tokens").Int(); got != 8192 {
+		t.Errorf("max_output_tokens = %d, want the pool's 8192 (%s)", got, s.body)
+	}
+	if gjson.Get(s.body, "max_tokens").Int() != 5 || gjson.Get(s.body, "priority").Exists() {
+		t.Errorf("body = %s", s.body)
+	}
+	if s.vars[VarBoost] != 1 {
+		t.Errorf("var %s = %v, want 1", VarBoost, s.vars[VarBoost])
+	}
+	// Under the ceiling the body is forwarded as it came.
+	body = `{"model":"qwen3-32b", "input":"hi", "max_output_tokens": 64}`
+	if res := f.do(t, "/v1/responses", tKey, body, recorder(&s)); res.status != 200 || s.body != body {
+		t.Errorf("%d, forwarded %s", res.status, s.body)
+	}
+	res = f.do(t, "/v1/responses", tKey, ``, nil)
+	assertErrorBody(t, "/v1/responses", res.body, "invalid_request_error", "model and input")
+}

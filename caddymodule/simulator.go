@@ -169,6 +169,8 @@ func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhtt
 		f = simChat
 	case strings.HasSuffix(p, "/v1/messages"):
 		f = simMessages
+	case strings.HasSuffix(p, "/v1/messages/count_tokens"):
+		return s.serveCountTokens(w, r) // simulator_count.go
 	case strings.HasSuffix(p, "/v1/models"):
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
@@ -177,7 +179,7 @@ func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhtt
 		return s.serveModels(w)
 	default:
 		return simError(w, simChat, http.StatusNotFound,
-			"the simulator serves POST /v1/chat/completions, POST /v1/messages and GET /v1/models, not "+p)
+			"the simulator serves POST /v1/chat/completions, POST /v1/messages, POST /v1/messages/count_tokens and GET /v1/models, not "+p)
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
@@ -324,8 +326,7 @@ func (p *simPlan) completionTokens() int { return p.reasoningN + p.replyN + p.to
 func (s *Simulator) plan(req *simRequest, sc *simScratch) simPlan {
 	var p simPlan
 	p.digest = simDigest(req.system.Raw, req.messages.Raw)
-	// About four bytes per token, as for English text.
-	p.promptTokens = max(1, (len(req.system.Raw)+len(req.messages.Raw)+len(req.tools.Raw)+3)/4)
+	p.promptTokens = simPromptTokens(req.system.Raw, req.messages.Raw, req.tools.Raw)
 
 	turn := simReadTurn(req.messages)
 	sc.echo = simAppendWords(sc.echo[:0], turn.echo.Get("content"), simMaxEchoWords, 0)

@@ -129,6 +129,9 @@ const maxPooledBody = 1 << 20
 
 // ServeHTTP translates the request, sends it on, and translates the response.
 func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if isCountTokens(r.URL.Path) {
+		return t.serveCountTokens(w, r, next) // translate_count.go
+	}
 	client := translate.FormatFromPath(r.URL.Path)
 	if client == translate.Unknown || r.Method != http.MethodPost {
 		return next.ServeHTTP(w, r) // not an inference call

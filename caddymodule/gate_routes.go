@@ -1,0 +1,133 @@
+package caddymodule
+
+// The endpoints the gate serves. Caddyfile.example sends every /v1/* and
+// /compat/v1/* request through the gate, so it tells them apart itself, by
+// path suffix like the translator (any prefix works), and answers anything
+// else with a JSON 404 or 405 before it looks at the key: an unknown path
+// costs no key check and says nothing about keys.
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/timeblock/timeblock/translate"
+)
+
+// gateEndpoint is what a request through the gate asks for.
+type gateEndpoint uint8
+
+const (
+	epUnknown   gateEndpoint = iota
+	epChat               // POST .../v1/chat/completions
+	epMessages           // POST .../v1/messages
+	epResponses          // POST .../v1/responses
+	epCount              // POST .../v1/messages/count_tokens: no lane
+	epModels             // GET .../v1/models: answered by the gate
+	epModel              // GET .../v1/models/{id}: answered by the gate
+)
+
+const (
+	countTokensPath = "/v1/messages/count_tokens"
+	modelsPath      = "/v1/models"
+)
+
+// gateRoute tells the endpoint from the request path; for epModel it also
+// returns the model id (which may hold slashes).
+func gateRoute(p string) (gateEndpoint, string) {
+	switch translate.FormatFromPath(p) {
+	case translate.Chat:
+		return epChat, ""
+	case translate.Messages:
+		return epMessages, ""
+	case translate.Responses:
+		return epResponses, ""
+	}
+	p = strings.TrimSuffix(p, "/")
+	switch {
+	case strings.HasSuffix(p, countTokensPath):
+		return epCount, ""
+	case strings.HasSuffix(p, modelsPath):
+		return epModels, ""
+	}
+	if i := strings.Index(p, modelsPath+"/"); i >= 0 {
+		return epModel, p[i+len(modelsPath)+1:]
+	}
+	return epUnknown, ""
+}
+
+// format is the wire format the endpoint answers (and fails) in. The model
+// lists, and paths the gate does not serve, answer in the messages format
+// when the path is under /compat/ or the client sends anthropic-version (as
+// the messages SDKs do), and in the chat format otherwise.
+func (e gateEndpoint) format(r *http.Request) translate.Format {
+	switch e {
+	case epChat:
+		return translate.Chat
+	case epMessages, epCount:
+		return translate.Messages
+	case epResponses:
+		return translate.Responses
+	}
+	if messagesStyle(r) {
+		return translate.Messages
+	}
+	return translate.Chat
+}
+
+func messagesStyle(r *http.Request) bool {
+	if v := r.Header["Anthropic-Version"]; len(v) > 0 && v[0] != "" {
+		return true
+	}
+	return strings.Contains(r.URL.Path, "/compat/")
+}
+
+// allows tells whether the endpoint takes the method.
+func (e gateEndpoint) allows(method string) bool {
+	if e == epModels || e == epModel {
+		return method == http.MethodGet || method == http.MethodHead
+	}
+	return method == http.MethodPost
+}
+
+func (e gateEndpoint) allowHeader() string {
+	if e == epModels || e == epModel {
+		return "GET, HEAD"
+	}
+	return "POST"
+}
+
+// maxPathInMessage bounds how much of a request path an error message repeats.
+const maxPathInMessage = 200
+
+func shortPath(p string) string {
+	if len(p) > maxPathInMessage {
+		return p[:maxPathInMessage] + "..."
+	}
+	return p
+}
+
+// unknownEndpoint answers 404 with the endpoints served under the request's
+// prefix (the part of its path before /v1).
+func (g *Gate) unknownEndpoint(w http.ResponseWriter, r *http.Request, format translate.Format) error {
+	p := r.URL.Path
+	prefix := ""
+	if i := strings.Index(p, "/v1"); i > 0 {
+		prefix = p[:i]
+	}
+	msg := "no endpoint " + r.Method + " " + shortPath(p) + " here; served: " +
+		"POST " + prefix + "/v1/chat/completions, " +
+		"POST " + prefix + "/v1/messages, " +
+		"POST " + prefix + countTokensPath + ", " +
+		"POST " + prefix + "/v1/responses, " +
+		"GET " + prefix + modelsPath + ", " +
+		"GET " + prefix + modelsPath + "/{model}"
+	return g.reject(w, format, rejectUnknownEndpoint, http.StatusNotFound, "unknown_endpoint", msg, 0, nil)
+}
+
+// methodNotAllowed answers 405 with Allow.
+func (g *Gate) methodNotAllowed(w http.ResponseWriter, r *http.Request, ep gateEndpoint, format translate.Format) error {
+	allow := ep.allowHeader()
+	w.Header().Set("Allow", allow)
+	return g.reject(w, format, rejectMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed",
+		r.Method+" is not allowed on "+shortPath(r.URL.Path)+"; use "+strings.ReplaceAll(allow, ", ", " or "), 0, nil)
+}

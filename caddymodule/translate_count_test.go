@@ -1,0 +1,179 @@
+package caddymodule
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/tidwall/gjson"
+
+	"github.com/timeblock/timeblock/translate"
+)
+
+const countBody = `{"model":"qwen3-32b","system":"Be brief.","messages":[{"role":"user","content":"How long is this prompt?"}],` +
+	`"tools":[{"name":"get_weather","input_schema":{"type":"object"}}]}`
+
+func countRequest(body string) *http.Request {
+	r := httptest.NewRequest(http.MethodPost, countPath+"?beta=true", strings.NewReader(body))
+	r.Header.Set("x-api-key", tKey)
+	return r
+}
+
+func unreachable(t *testing.T) caddyhttp.Handler {
+	return caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error {
+		t.Error("the upstream was called")
+		return nil
+	})
+}
+
+// A chat upstream cannot count: the translator answers the estimate, with
+// or without the gate before it.
+func TestTranslateCountTokensChatUpstream(t *testing.T) {
+	want, terr := translate.CountTokens([]byte(countBody))
+	if terr != nil {
+		t.Fatal(terr)
+	}
+	tr := newTranslate(t, "timeblock_translate chat")
+
+	w := httptest.NewRecorder()
+	if err := tr.ServeHTTP(w, countRequest(countBody), unreachable(t)); err != nil {
+		t.Fatal(err)
+	}
+	if w.Code != 200 || w.Body.String() != `{"input_tokens":`+strconv.FormatInt(want, 10)+`}` ||
+		w.Header().Get("Content-Type") != "application/json" {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+
+	f := newGateFixture(t, 0)
+	res := f.do(t, countPath, tKey, countBody, caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		return tr.ServeHTTP(w, r, unreachable(t))
+	}))
+	if res.status != 200 || gjson.Get(res.body, "input_tokens").Int() != want {
+		t.Fatalf("through the gate: %d %s", res.status, res.body)
+	}
+
+	for _, tc := range []struct{ name, body, msg string }{
+		{"not JSON", `{"model":`, "not valid JSON"},
+		{"no messages", `{"model":"m"}`, "messages: field required"},
+	} {
+		w := httptest.NewRecorder()
+		if err := tr.ServeHTTP(w, countRequest(tc.body), unreachable(t)); err != nil {
+			t.Fatal(err)
+		}
+		if w.Code != 400 {
+			t.Fatalf("%s: %d %s", tc.name, w.Code, w.Body)
+		}
+		assertErrorBody(t, messagesPath, w.Body.String(), "invalid_request_error", tc.msg)
+	}
+	w = httptest.NewRecorder()
+	r := countRequest(countBody)
+	r.Method = http.MethodGet
+	if err := tr.ServeHTTP(w, r, unreachable(t)); err != nil || w.Code != 405 || w.Header().Get("Allow") != "POST" {
+		t.Fatalf("GET: %v %d %s", err, w.Code, w.Body)
+	}
+}
+
+// countUpstream answers a count request with status and body, recording
+// what it was sent.
+func countUpstream(got *http.Request, gotBody *string, status int, body string) caddyhttp.Handler {
+	return caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		*got = *r
+		b, _ := io.ReadAll(r.Body)
+		*gotBody = string(b)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(status)
+		_, err := io.WriteString(w, body)
+		return err
+	})
+}
+
+// A messages upstream counts itself: the request goes to its messages path
+// + /count_tokens with the body as it came; errors come back in the
+// messages format; an upstream without the endpoint gets the estimate.
+func TestTranslateCountTokensMessagesUpstream(t *testing.T) {
+	tr := newTranslate(t, "timeblock_translate messages {\n path /anthropic/v1/messages\n}")
+	estimate, _ := translate.CountTokens([]byte(countBody))
+	cases := []struct {
+		name, upstream string
+		status         int
+		wantStatus     int
+		check          func(t *testing.T, body string)
+	}{
+		{"counted", `{"input_tokens":42}`, 200, 200, func(t *testing.T, body string) {
+			if body != `{"input_tokens":42}` {
+				t.Fatalf("body %s", body)
+			}
+		}},
+		{"refused", `{"error":"model is not loaded"}`, 400, 400, func(t *testing.T, body string) {
+			assertErrorBody(t, messagesPath, body, "invalid_request_error", "model is not loaded")
+		}},
+		{"overloaded in its own format", `{"type":"error","error":{"type":"overloaded_error","message":"busy"}}`, 529, 529, func(t *testing.T, body string) {
+			if body != `{"type":"error","error":{"type":"overloaded_error","message":"busy"}}` {
+				t.Fatalf("body %s", body)
+			}
+		}},
+		{"no such endpoint", `404 page not found`, 404, 200, func(t *testing.T, body string) {
+			if gjson.Get(body, "input_tokens").Int() != estimate {
+				t.Fatalf("body %s, want the estimate %d", body, estimate)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got http.Request
+			var gotBody string
+			w := httptest.NewRecorder()
+			if err := tr.ServeHTTP(w, countRequest(countBody), countUpstream(&got, &gotBody, tc.status, tc.upstream)); err != nil {
+				t.Fatal(err)
+			}
+			if got.URL.Path != "/anthropic/v1/messages/count_tokens" || got.URL.RawQuery != "beta=true" ||
+				gotBody != countBody || got.Header.Get("anthropic-version") != "2023-06-01" {
+				t.Fatalf("upstream got %s?%s %q, anthropic-version %q", got.URL.Path, got.URL.RawQuery, gotBody, got.Header.Get("anthropic-version"))
+			}
+			if w.Code != tc.wantStatus || w.Header().Get("Content-Type") != "application/json" {
+				t.Fatalf("status %d (%s), want %d", w.Code, w.Body, tc.wantStatus)
+			}
+			if cl := w.Header().Get("Content-Length"); cl != strconv.Itoa(w.Body.Len()) {
+				t.Errorf("Content-Length %s for %d bytes", cl, w.Body.Len())
+			}
+			tc.check(t, w.Body.String())
+		})
+	}
+
+	// An upstream that cannot be reached: the error goes to Caddy's error
+	// handling, as for inference.
+	fail := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error {
+		return caddyhttp.Error(http.StatusBadGateway, errors.New("dial tcp: connection refused"))
+	})
+	if err := tr.ServeHTTP(httptest.NewRecorder(), countRequest(countBody), fail); err == nil {
+		t.Fatal("the upstream's failure was swallowed")
+	}
+}
+
+// The simulator's count is the input it reports for the same request.
+func TestSimulatorCountTokens(t *testing.T) {
+	s := newTestSimulator(t, Simulator{})
+	w := simDo(t, s, http.MethodPost, "/v1/messages/count_tokens", countBody)
+	if w.Code != 200 {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	n := gjson.Get(w.Body.String(), "input_tokens").Int()
+	msg := simPost(t, s, "/v1/messages", strings.Replace(countBody, `{"model":"qwen3-32b",`, `{"model":"qwen3-32b","max_tokens":5,`, 1))
+	if n < 1 || gjson.Get(msg, "usage.input_tokens").Int() != n {
+		t.Fatalf("count %d, usage of the same request %s", n, gjson.Get(msg, "usage").Raw)
+	}
+	for _, bad := range []string{`{"model":"m"}`, `{"messages":[]}`, `[`} {
+		if w := simDo(t, s, http.MethodPost, "/v1/messages/count_tokens", bad); w.Code != 400 || gjson.Get(w.Body.String(), "type").Str != "error" {
+			t.Errorf("%s: %d %s", bad, w.Code, w.Body)
+		}
+	}
+	if w := simDo(t, s, http.MethodGet, "/v1/messages/count_tokens", ""); w.Code != 405 {
+		t.Errorf("GET: %d", w.Code)
+	}
+}
