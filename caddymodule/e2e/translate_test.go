@@ -77,6 +77,7 @@ func TestTranslateSimulator(t *testing.T) {
 		{"messages pass-through", c.AnthropicClient("sk-test", antoption.WithBaseURL(c.URL()+"/pass/")), false},
 	} {
 		t.Run(route.name, func(t *testing.T) { anthropicSimulatorCases(t, &route.client.Messages, route.viaChat) })
+		t.Run(route.name+"/claude code", func(t *testing.T) { claudeCodeCases(t, &route.client.Messages, route.viaChat) })
 	}
 	for _, route := range []struct {
 		name        string
@@ -144,9 +145,10 @@ func anthropicSimulatorCases(t *testing.T, ms *anthropic.MessageService, viaChat
 		if !strings.HasPrefix(th.Thinking, "Considering request ") {
 			t.Errorf("thinking = %q", th.Thinking)
 		}
-		// A chat upstream has no signatures to give; the simulator's messages
-		// endpoint signs its thinking, and the pass-through keeps it.
-		if (th.Signature == "") != viaChat {
+		// A chat upstream has no signatures to give: Timeblock signs the
+		// block it builds ("tb-thk…"). The simulator's messages endpoint signs
+		// its thinking ("tb-sim…"), and the pass-through keeps it.
+		if wantSig := map[bool]string{true: "dGItdGhr", false: "dGItc2lt"}[viaChat]; !strings.HasPrefix(th.Signature, wantSig) {
 			t.Errorf("signature %q (via chat: %v)", th.Signature, viaChat)
 		}
 		if !strings.HasSuffix(resp.Content[1].Text, ": think first") || resp.StopReason != anthropic.StopReasonEndTurn ||
