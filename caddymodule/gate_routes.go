@@ -18,12 +18,12 @@ type gateEndpoint uint8
 
 const (
 	epUnknown   gateEndpoint = iota
-	epChat               // POST .../v1/chat/completions
-	epMessages           // POST .../v1/messages
-	epResponses          // POST .../v1/responses
-	epCount              // POST .../v1/messages/count_tokens: no lane
-	epModels             // GET .../v1/models: answered by the gate
-	epModel              // GET .../v1/models/{id}: answered by the gate
+	epChat                   // POST .../v1/chat/completions
+	epMessages               // POST .../v1/messages
+	epResponses              // POST .../v1/responses
+	epCount                  // POST .../v1/messages/count_tokens: no lane
+	epModels                 // GET .../v1/models: answered by the gate
+	epModel                  // GET .../v1/models/{id}: answered by the gate
 )
 
 const (
