@@ -2,10 +2,11 @@
 # A user's first ten minutes, against the running quick start
 # (./caddy run --config Caddyfile.example in another terminal):
 # create a user through the operator endpoints, add a test card, subscribe to
-# the block that is open now, create a key, and call both inference endpoints.
-# It ends with the key and ready-to-paste settings for the OpenAI and
-# Anthropic SDKs, Claude Code and Codex CLI, and exits non-zero as soon as a
-# step fails. docs/api.md describes every endpoint it calls.
+# the block that is open now, create a key, call both inference endpoints,
+# list the key's models and call the Responses API. It ends with the key and
+# ready-to-paste settings for the OpenAI and Anthropic SDKs, Claude Code and
+# Codex CLI, and exits non-zero as soon as a step fails. docs/api.md
+# describes every endpoint it calls.
 #
 #   examples/walkthrough.sh [base URL] [admin URL]
 #   POOL=qwen3-32b MODEL=Qwen/Qwen3-32B examples/walkthrough.sh
@@ -99,6 +100,22 @@ case "$stream" in
 *) echo "!! the message stream did not end with message_stop" >&2; exit 1 ;;
 esac
 
+step "8. The models this key holds (GET /v1/models)"
+models=$(call GET "$BASE/v1/models" "" -H "Authorization: Bearer $KEY")
+echo "$models"
+case "$models" in
+*"\"id\":\"$MODEL\""*) ;;
+*) echo "!! the model list does not name $MODEL" >&2; exit 1 ;;
+esac
+
+step "9. Responses API, as Codex CLI calls it (POST /v1/responses)"
+resp=$(call POST "$BASE/v1/responses" \
+	"{\"model\":\"$MODEL\",\"max_output_tokens\":64,\"input\":\"Say hello\"}" \
+	-H "Authorization: Bearer $KEY")
+echo "$resp"
+echo "$resp" | json output.0.content.0.text >/dev/null ||
+	{ echo "!! the response has no output text" >&2; exit 1; }
+
 step "Done: user $email, subscription $SUB"
 cat <<EOF
 
@@ -106,7 +123,7 @@ Your key (keep it secret; GET $BASE/api/keys lists it again):
 
   $KEY
 
-OpenAI SDK (Python), base URL $BASE/v1:
+OpenAI SDK (Python; chat completions, responses, models), base URL $BASE/v1:
 
   from openai import OpenAI
   client = OpenAI(base_url="$BASE/v1", api_key="$KEY")

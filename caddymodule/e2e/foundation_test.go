@@ -83,6 +83,8 @@ func TestQuickStartWalkthrough(t *testing.T) {
 		"event: message_start",       // messages endpoint streamed
 		"event: message_stop",
 		"Simulated reply", // from the simulator, through both endpoints
+		`{"object":"list","data":[{"id":"meta-llama/Llama-3.3-70B-Instruct"`, // the key's models
+		`"object":"response"`, // the Responses API
 		// Ready-to-paste settings naming this site.
 		`OpenAI(base_url="` + base + `/v1"`,
 		`Anthropic(base_url="` + base + `/compat"`,
