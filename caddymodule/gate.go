@@ -42,9 +42,17 @@ const (
 
 // Gate admits inference requests before reverse_proxy sends them on: it
 // checks the key (through the entitlement cache), the hour window, the model
-// and a free lane, clamps max_tokens, raises priority for boosted keys, and
-// publishes placeholders for routing. Rejections are answered in the format
-// of the endpoint that was called.
+// and a free lane, clamps the output limit (max_tokens; max_output_tokens on
+// /v1/responses), raises priority for boosted keys, and publishes
+// placeholders for routing. Rejections are answered in the format of the
+// endpoint that was called.
+//
+// It serves every inference route (gate_routes.go): the three inference
+// endpoints; token counts (/v1/messages/count_tokens), checked like
+// inference but let through without a lane; the model lists
+// (/v1/models[/{id}]), which it answers itself from the cached entitlement;
+// and a JSON 404 or 405 for any other path or method, before the key is
+// looked at.
 //
 // Placeholders: {timeblock.pool} (pool slug), {timeblock.model},
 // {timeblock.key_id}, {timeblock.boost} (boost members open now) and
