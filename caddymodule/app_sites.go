@@ -44,7 +44,7 @@ func (s *siteSummary) empty() bool {
 func (a *App) logStartup() {
 	defer func() {
 		if r := recover(); r != nil {
-			a.logger.Debug("describing the sites at start", zap.Any("panic", r))
+			a.logger.Warn("could not describe what the sites serve", zap.Any("panic", r))
 		}
 	}()
 	if placeholderSecret(a.Secret) {
@@ -199,8 +199,8 @@ func routePaths(sets caddyhttp.MatcherSets) []string {
 	return paths
 }
 
-// routeHosts is the first host matcher found in the server's top-level
-// routes, for the base URL.
+// routeHost is the first host of the host matchers in the server's
+// top-level routes, for the base URL.
 func routeHost(routes caddyhttp.RouteList) string {
 	for _, r := range routes {
 		for _, set := range r.MatcherSets {
