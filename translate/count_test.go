@@ -270,3 +270,21 @@ func TestMessageStartInputEstimate(t *testing.T) {
 }
 
 func gjsonInt(doc, path string) int64 { return gjson.Get(doc, path).Int() }
+
+// FuzzCountTokens: any body, well-formed or not, is counted without a panic
+// and never below zero.
+func FuzzCountTokens(f *testing.F) {
+	f.Add(history(Messages, 4<<10))
+	f.Add([]byte(`{"messages":[{"role":"user","content":[{"type":"tool_result","content":[{"type":"tool_result","content":"x"}]}]}]}`))
+	f.Add([]byte(`{"messages":[{"content":[{"type":"image","source":{"type":"base64","data":"/9j/4AAQSkZJRg"}}]}]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if n, err := CountTokens(body); err == nil && n < 0 {
+			t.Fatalf("CountTokens = %d", n)
+		}
+		for _, s := range []string{string(body), `"` + string(body) + `"`} {
+			if w, h, ok := imageSize(s); ok && (w < 0 || h < 0) {
+				t.Fatalf("imageSize = %d×%d", w, h)
+			}
+		}
+	})
+}
