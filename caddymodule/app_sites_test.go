@@ -8,6 +8,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // route builds a provisioned route: path matchers (nil for none) and handlers.
@@ -136,5 +138,31 @@ func TestPlaceholderSecret(t *testing.T) {
 	// Any other secret is never printed.
 	if w := secretWarning("please-CHANGE-ME-now-1234"); strings.Contains(w, "please-CHANGE-ME") {
 		t.Errorf("the warning prints the secret: %q", w)
+	}
+}
+
+// Without an http app (or a readable one) start still logs the secret
+// warning and the pools, and never panics.
+func TestLogStartupWithoutHTTPApp(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	a := &App{Secret: demoSecret, logger: zap.New(core), Pools: []*PoolConfig{{Slug: "p", Model: "m", Status: "active"}}}
+	a.logStartup()
+	var warned, described bool
+	for _, e := range logs.All() {
+		warned = warned || (e.Level == zap.WarnLevel && strings.Contains(e.Message, "public demo fallback"))
+		described = described || (e.Level == zap.InfoLevel && strings.Contains(e.Message, "no site serves") &&
+			strings.Contains(e.Message, "pools: p (m)"))
+	}
+	if !warned || !described {
+		t.Errorf("logs: %+v", logs.All())
+	}
+
+	logs.TakeAll()
+	a.Secret = "q3Xv8Lr0ZkP2mN7sT1wY4bC6dF9gH5jK"
+	a.logStartup()
+	for _, e := range logs.All() {
+		if e.Level == zap.WarnLevel {
+			t.Errorf("warning for a random secret: %s", e.Message)
+		}
 	}
 }
