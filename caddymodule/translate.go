@@ -25,8 +25,9 @@ func init() {
 	httpcaddyfile.RegisterHandlerDirective("timeblock_translate", parseTranslate)
 }
 
-// Translate lets a client speak either format (chat completions or messages)
-// to an upstream that speaks one: it rewrites the request body and path and
+// Translate lets a client speak either format (chat completions or messages),
+// or the Responses API, to an upstream that speaks chat completions or
+// messages: it rewrites the request body and path and
 // translates the response as it streams back. The translation itself lives
 // in package translate; this is the glue to Caddy's request and response.
 type Translate struct {
@@ -160,8 +161,9 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	built, req, terr := translateRequest(client, body, &t.cfg, (*bp)[:0])
 	// Boosted keys run first on a chat upstream (vLLM's priority: lower runs
 	// first). The gate set it on chat bodies; a chat body built here from a
-	// messages request gets it now. The body ends with its closing brace.
-	if terr == nil && client == translate.Messages && t.cfg.Upstream == translate.Chat {
+	// messages or Responses request gets it now (the translation drops a
+	// priority the client sent). The body ends with its closing brace.
+	if terr == nil && client != translate.Chat && t.cfg.Upstream == translate.Chat {
 		if n, ok := caddyhttp.GetVar(r.Context(), VarBoost).(int); ok && n > 0 {
 			built = append(built[:len(built)-1], `,"priority":`...)
 			built = strconv.AppendInt(built, int64(-n), 10)
