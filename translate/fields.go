@@ -4,7 +4,7 @@ import "strings"
 
 // The field rule: what happens to a request member that a translation cannot
 // carry into the upstream's format. It is written once, here, and every
-// request translator applies it through uncarried (or uncarriedAt) to each
+// request translator applies it through uncarried (or uncarriedIn) to each
 // member it does not carry itself:
 //
 //   - A hint — caching, context management, metadata, betas, service tiers,
@@ -60,8 +60,10 @@ type fieldRule struct {
 
 // fieldRules is the table. Members a translator carries (model, messages,
 // tools, stop sequences, sampling, reasoning...) are not listed: the
-// translators handle them. A Responses client is translated through the chat
-// translation, so the Chat rows apply to it too after its own.
+// translators handle them. Two rows (metadata, thinking.display) state what
+// the translator does with a member it reads itself. A Responses client is
+// translated through the chat translation, so the Chat rows apply to it too
+// after its own.
 var fieldRules = [...]fieldRule{
 	// Messages clients (to a chat upstream).
 	{client: Messages, name: "metadata", action: fieldHint},           // but user_id, carried as user
