@@ -2,6 +2,8 @@
 // Timeblock serves — chat completions and messages — in both directions,
 // request and response, streaming and not, and applies the uniform reasoning
 // control on the way up and the reasoning normalisation on the way down.
+// The OpenAI Responses API is a third client format, translated through chat
+// completions to either upstream (responses_*.go).
 //
 // It works on bytes: requests and responses are read with a small allocation
 // free scanner (gjson for validation and the odd deep lookup) and written by

@@ -132,6 +132,9 @@ var fieldRules = [...]fieldRule{
 	{client: Responses, name: "safety_identifier", action: fieldHint},
 	{client: Responses, name: "truncation", action: fieldHint},
 	{client: Responses, name: "text.verbosity", action: fieldHint},
+	{client: Responses, name: "stream_options", action: fieldHint},     // obfuscation padding only
+	{client: Responses, name: "max_tool_calls", action: fieldHint},     // counts hosted tool calls, which never run here
+	{client: Responses, name: "context_management", action: fieldHint}, // the upstream keeps no context
 	{client: Responses, name: "previous_response_id", action: fieldRefuse,
 		fix: "Timeblock keeps no response state; send the whole conversation in input (store: false)"},
 	{client: Responses, name: "conversation", action: fieldRefuse,
