@@ -942,50 +942,92 @@ func appendPartChat(dst []byte, p, path string) ([]byte, *Error) {
 	return dst, badRequest(path + ".type: content part type " + str(field(p, "type")) + " is not supported")
 }
 
+// runItem is an assistant-side input item, its members read once.
+type runItem struct {
+	typ, role, content            string
+	callID, name, namespace, args string
+	encrypted, reasoning, summary string
+}
+
+func readRunItem(item string) runItem {
+	var r runItem
+	it, _ := objIter(item)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			return r
+		}
+		switch k {
+		case "type":
+			r.typ = v
+		case "role":
+			r.role = v
+		case "content":
+			r.content = v
+		case "call_id":
+			r.callID = v
+		case "name":
+			r.name = v
+		case "namespace":
+			r.namespace = v
+		case "arguments":
+			r.args = v
+		case "encrypted_content":
+			r.encrypted = v
+		case "summary":
+			r.summary = v
+		}
+	}
+}
+
 // appendAssistantRun writes n assistant-side items read from it as one
 // assistant message: the messages' text as content, and on a turn that
 // calls tools the reasoning as reasoning_content (reasoning templates need
 // it to continue after the results come back) and the calls as tool_calls.
+// The items are read once and written in three passes.
 func appendAssistantRun(dst []byte, it iter, n, index int) ([]byte, *Error) {
-	var buf [16]string
+	var buf [8]runItem
 	items := buf[:0]
 	calls := 0
 	for k := 0; k < n; k++ {
-		item, _ := it.elem()
-		items = append(items, item)
-		if strEq(field(item, "type"), "function_call") {
+		raw, _ := it.elem()
+		r := readRunItem(raw)
+		switch {
+		case strEq(r.typ, "function_call"):
 			calls++
+		case strEq(r.typ, "reasoning"):
+			r.reasoning, r.content = r.content, "" // a reasoning item's content is reasoning_text parts
 		}
+		items = append(items, r)
 	}
 	mark := len(dst)
 	dst = sep(dst)
 	dst = append(dst, `{"role":"assistant","content":"`...)
 	first := true
-	for k, item := range items {
-		if !strEq(field(item, "role"), "assistant") {
+	for k := range items {
+		r := &items[k]
+		if !strEq(r.role, "assistant") {
 			continue
 		}
-		path := pathi("input", index+k)
-		content := field(item, "content")
-		if isStr(content) {
-			dst = appendJoinedInner(dst, content, "", &first)
+		if isStr(r.content) {
+			dst = appendJoinedInner(dst, r.content, "", &first)
 			continue
 		}
-		ci, ok := arrIter(content)
+		ci, ok := arrIter(r.content)
 		if !ok {
-			return dst, badRequest(path + ".content: must be a string or an array of output_text parts")
+			return dst, badRequest(pathi("input", index+k) + ".content: must be a string or an array of output_text parts")
 		}
 		for j := 0; ; j++ {
 			p, ok := ci.elem()
 			if !ok {
 				break
 			}
-			txt, err := partText(p, pathi(path+".content", j))
+			txt, err := partText(p, pathi(pathi("input", index+k)+".content", j))
 			if err != nil {
 				return dst, err
 			}
 			if txt == "" {
-				return dst, badRequest(pathi(path+".content", j) + ": assistant messages may only hold output_text and refusal parts")
+				return dst, badRequest(pathi(pathi("input", index+k)+".content", j) + ": assistant messages may only hold output_text and refusal parts")
 			}
 			dst = appendJoinedInner(dst, txt, "", &first)
 		}
@@ -1004,10 +1046,10 @@ func appendAssistantRun(dst []byte, it iter, n, index int) ([]byte, *Error) {
 	mark = len(dst)
 	dst = append(dst, `,"reasoning_content":"`...)
 	first = true
-	for k, item := range items {
-		if strEq(field(item, "type"), "reasoning") {
+	for k := range items {
+		if r := &items[k]; strEq(r.typ, "reasoning") {
 			var err *Error
-			if dst, err = appendReasoningText(dst, item, pathi("input", index+k), &first); err != nil {
+			if dst, err = appendReasoningText(dst, r, pathi("input", index+k), &first); err != nil {
 				return dst, err
 			}
 		}
@@ -1018,53 +1060,34 @@ func appendAssistantRun(dst []byte, it iter, n, index int) ([]byte, *Error) {
 		dst = append(dst, '"')
 	}
 	dst = append(dst, `,"tool_calls":[`...)
-	for k, item := range items {
-		if !strEq(field(item, "type"), "function_call") {
+	for k := range items {
+		r := &items[k]
+		if !strEq(r.typ, "function_call") {
 			continue
 		}
-		path := pathi("input", index+k)
-		var id, name, ns, args string
-		fi, _ := objIter(item)
-		for {
-			key, v, ok := fi.next()
-			if !ok {
-				break
-			}
-			switch key {
-			case "call_id":
-				id = v
-			case "name":
-				name = v
-			case "namespace":
-				ns = v
-			case "arguments":
-				args = v
-			}
-		}
-		if !isStr(id) || emptyStr(id) {
-			return dst, badRequest(path + ".call_id: must be a non-empty string")
-		}
-		if !isStr(name) || emptyStr(name) {
-			return dst, badRequest(path + ".name: must be a non-empty string")
-		}
-		if !isNull(ns) && !isStr(ns) {
-			return dst, badRequest(path + ".namespace: must be a string")
+		switch {
+		case !isStr(r.callID) || emptyStr(r.callID):
+			return dst, badRequest(pathi("input", index+k) + ".call_id: must be a non-empty string")
+		case !isStr(r.name) || emptyStr(r.name):
+			return dst, badRequest(pathi("input", index+k) + ".name: must be a non-empty string")
+		case !isNull(r.namespace) && !isStr(r.namespace):
+			return dst, badRequest(pathi("input", index+k) + ".namespace: must be a string")
 		}
 		dst = sep(dst)
 		dst = append(dst, `{"id":`...)
-		dst = append(dst, id...)
+		dst = append(dst, r.callID...)
 		dst = append(dst, `,"type":"function","function":{"name":"`...)
-		dst = appendFlatName(dst, inner(ns), inner(name))
+		dst = appendFlatName(dst, inner(r.namespace), inner(r.name))
 		dst = append(dst, `","arguments":`...)
 		switch {
-		case isStr(args):
-			dst = append(dst, args...)
-		case isObj(args):
-			dst = appendStr(dst, args)
-		case isNull(args):
+		case isStr(r.args):
+			dst = append(dst, r.args...)
+		case isObj(r.args):
+			dst = appendStr(dst, r.args)
+		case isNull(r.args):
 			dst = append(dst, `"{}"`...)
 		default:
-			return dst, badRequest(path + ".arguments: must be a string (JSON text)")
+			return dst, badRequest(pathi("input", index+k) + ".arguments: must be a string (JSON text)")
 		}
 		dst = append(dst, `}}`...)
 	}
@@ -1074,24 +1097,8 @@ func appendAssistantRun(dst []byte, it iter, n, index int) ([]byte, *Error) {
 // appendReasoningText appends a reasoning item's text to an open string:
 // the reasoning restored from Timeblock's encrypted_content, else its
 // reasoning_text content, else its summary.
-func appendReasoningText(dst []byte, item, path string, first *bool) ([]byte, *Error) {
-	var enc, content, summary string
-	it, _ := objIter(item)
-	for {
-		k, v, ok := it.next()
-		if !ok {
-			break
-		}
-		switch k {
-		case "encrypted_content":
-			enc = v
-		case "content":
-			content = v
-		case "summary":
-			summary = v
-		}
-	}
-	if isStr(enc) && strings.HasPrefix(inner(enc), encPrefix) {
+func appendReasoningText(dst []byte, r *runItem, path string, first *bool) ([]byte, *Error) {
+	if enc := r.encrypted; isStr(enc) && strings.HasPrefix(inner(enc), encPrefix) {
 		mark := len(dst)
 		if !*first {
 			dst = append(dst, `\n\n`...)
@@ -1107,7 +1114,7 @@ func appendReasoningText(dst []byte, item, path string, first *bool) ([]byte, *E
 		}
 		dst = out[:mark] // not ours after all: fall back on the text
 	}
-	for _, v := range [...]string{content, summary} {
+	for _, v := range [...]string{r.reasoning, r.summary} {
 		pi, ok := arrIter(v)
 		if !ok {
 			if !isNull(v) {
