@@ -1,8 +1,9 @@
-package caddymodule
+package simulator
 
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -10,34 +11,30 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/tidwall/gjson"
 )
 
-func newTestSimulator(t testing.TB, s Simulator) *Simulator {
+func newTestSimulator(t testing.TB, cfg Config) *Server {
 	t.Helper()
-	if err := s.Provision(caddy.Context{}); err != nil {
+	s, err := New(cfg)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	return &s
+	return s
 }
 
-func simDo(t testing.TB, s *Simulator, method, path, body string) *httptest.ResponseRecorder {
+func simDo(t testing.TB, s *Server, method, path, body string) *httptest.ResponseRecorder {
 	t.Helper()
 	r := httptest.NewRequest(method, path, strings.NewReader(body))
 	w := httptest.NewRecorder()
-	if err := s.ServeHTTP(w, r, nil); err != nil {
-		t.Fatalf("ServeHTTP: %v", err)
+	if err := s.Serve(w, r); err != nil {
+		t.Fatalf("Serve: %v", err)
 	}
 	return w
 }
 
 // simPost sends body and checks for 200 and the content type of the mode.
-func simPost(t testing.TB, s *Simulator, path, body string) string {
+func simPost(t testing.TB, s *Server, path, body string) string {
 	t.Helper()
 	w := simDo(t, s, http.MethodPost, path, body)
 	if w.Code != http.StatusOK {
@@ -112,7 +109,7 @@ const wantWeatherArgs = `{"city":"Weather in Paris?","unit":"celsius","days":1,"
 // finish reason, and usage.
 type chatCase struct {
 	name       string
-	sim        Simulator
+	sim        Config
 	body       string // without "stream"
 	content    string // "" means null
 	reasoning  string // "" means absent
@@ -138,7 +135,7 @@ var chatCases = []chatCase{
 	},
 	{
 		name:       "reasoning_effort",
-		sim:        Simulator{ReasoningTokens: 4},
+		sim:        Config{ReasoningTokens: 4},
 		body:       `{"model":"m1","reasoning_effort":"low","messages":[{"role":"user","content":"hi"}]}`,
 		reasoning:  "Considering request $D: I",
 		content:    "Simulated reply $D: hi",
@@ -154,7 +151,7 @@ var chatCases = []chatCase{
 	},
 	{
 		name:       "enable_thinking with filler",
-		sim:        Simulator{ReasoningTokens: 12},
+		sim:        Config{ReasoningTokens: 12},
 		body:       `{"model":"m1","chat_template_kwargs":{"enable_thinking":true},"messages":[{"role":"user","content":"hi"}]}`,
 		reasoning:  "Considering request $D: I will echo the last message. lorem ipsum dolor",
 		content:    "Simulated reply $D: hi",
@@ -185,7 +182,7 @@ var chatCases = []chatCase{
 	},
 	{
 		name:       "max_tokens inside reasoning",
-		sim:        Simulator{ReasoningTokens: 8},
+		sim:        Config{ReasoningTokens: 8},
 		body:       `{"model":"m1","reasoning_effort":"high","max_tokens":3,"messages":[{"role":"user","content":"hi"}]}`,
 		reasoning:  "Considering request $D:",
 		finish:     "length",
@@ -193,7 +190,7 @@ var chatCases = []chatCase{
 	},
 	{
 		name:       "reply_tokens pads",
-		sim:        Simulator{ReplyTokens: 7},
+		sim:        Config{ReplyTokens: 7},
 		body:       `{"messages":[{"role":"user","content":"hi"}]}`,
 		content:    "Simulated reply $D: hi lorem ipsum dolor",
 		finish:     "stop",
@@ -201,7 +198,7 @@ var chatCases = []chatCase{
 	},
 	{
 		name:       "reply_tokens cuts",
-		sim:        Simulator{ReplyTokens: 4},
+		sim:        Config{ReplyTokens: 4},
 		body:       `{"messages":[{"role":"user","content":"one two three"}]}`,
 		content:    "Simulated reply $D: one",
 		finish:     "stop",
@@ -223,7 +220,7 @@ var chatCases = []chatCase{
 	},
 	{
 		name:       "tool call with reasoning and named tool_choice",
-		sim:        Simulator{ReasoningTokens: 2},
+		sim:        Config{ReasoningTokens: 2},
 		body:       `{"model":"m1","reasoning_effort":"medium","tool_choice":{"type":"function","function":{"name":"get_weather"}},"messages":[{"role":"user","content":"Weather in Paris?"}],"tools":[{"type":"function","function":{"name":"other","parameters":{}}}, ` + weatherToolChat[1:] + `}`,
 		reasoning:  "Considering request",
 		args:       wantWeatherArgs,
@@ -274,7 +271,7 @@ func TestSimulatorChat(t *testing.T) {
 
 			model := gjson.Get(tc.body, "model").String()
 			if model == "" {
-				model = defaultSimModel
+				model = DefaultModel
 			}
 			if got := gjson.Get(resp, "model").String(); got != model {
 				t.Errorf("model = %q, want %q", got, model)
@@ -515,7 +512,7 @@ func assembleChatStream(t *testing.T, stream string, includeUsage bool) assemble
 // messagesCase is one messages request and its expected content.
 type messagesCase struct {
 	name    string
-	sim     Simulator
+	sim     Config
 	body    string // without "stream"
 	content string // JSON array; $D is the reply digest, $SIG any signature
 	stop    string
@@ -533,7 +530,7 @@ var messagesCases = []messagesCase{
 	},
 	{
 		name:    "thinking",
-		sim:     Simulator{ReasoningTokens: 3},
+		sim:     Config{ReasoningTokens: 3},
 		body:    `{"model":"m2","max_tokens":100,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`,
 		content: `[{"type":"thinking","thinking":"Considering request $D:","signature":"$SIG"},{"type":"text","text":"Simulated reply $D: hi"}]`,
 		stop:    "end_turn",
@@ -548,7 +545,7 @@ var messagesCases = []messagesCase{
 	},
 	{
 		name:    "reasoning_effort",
-		sim:     Simulator{ReasoningTokens: 1},
+		sim:     Config{ReasoningTokens: 1},
 		body:    `{"model":"m2","max_tokens":100,"reasoning_effort":"high","messages":[{"role":"user","content":"hi"}]}`,
 		content: `[{"type":"thinking","thinking":"Considering","signature":"$SIG"},{"type":"text","text":"Simulated reply $D: hi"}]`,
 		stop:    "end_turn",
@@ -563,7 +560,7 @@ var messagesCases = []messagesCase{
 	},
 	{
 		name:    "max_tokens inside thinking",
-		sim:     Simulator{ReasoningTokens: 5},
+		sim:     Config{ReasoningTokens: 5},
 		body:    `{"model":"m2","max_tokens":2,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"hi"}]}`,
 		content: `[{"type":"thinking","thinking":"Considering request","signature":"$SIG"}]`,
 		stop:    "max_tokens",
@@ -586,7 +583,7 @@ var messagesCases = []messagesCase{
 	},
 	{
 		name:    "tool use after thinking, server tools skipped",
-		sim:     Simulator{ReasoningTokens: 1},
+		sim:     Config{ReasoningTokens: 1},
 		body:    `{"model":"m2","max_tokens":100,"thinking":{"type":"enabled","budget_tokens":1024},"tool_choice":{"type":"any"},"messages":[{"role":"user","content":"Weather in Paris?"}],"tools":[{"type":"web_search_20250305","name":"web_search"},` + weatherToolMessages[1:] + `}`,
 		content: `[{"type":"thinking","thinking":"Considering","signature":"$SIG"},{"type":"tool_use","id":"toolu_sim$ID","name":"get_weather","input":` + wantWeatherArgs + `}]`,
 		stop:    "tool_use",
@@ -786,7 +783,7 @@ func assembleMessagesStream(t *testing.T, stream string) string {
 }
 
 func TestSimulatorDeterministic(t *testing.T) {
-	s := newTestSimulator(t, Simulator{})
+	s := newTestSimulator(t, Config{})
 	body := `{"model":"m","messages":[{"role":"user","content":"same"}]}`
 	a := simPost(t, s, "/v1/chat/completions", body)
 	b := simPost(t, s, "/v1/chat/completions", body)
@@ -801,7 +798,7 @@ func TestSimulatorDeterministic(t *testing.T) {
 }
 
 func TestSimulatorErrors(t *testing.T) {
-	s := newTestSimulator(t, Simulator{})
+	s := newTestSimulator(t, Config{})
 	for _, tc := range []struct {
 		name, method, path, body string
 		status                   int
@@ -843,7 +840,7 @@ func TestSimulatorErrors(t *testing.T) {
 }
 
 func TestSimulatorModels(t *testing.T) {
-	s := newTestSimulator(t, Simulator{Model: `qwen/"3"`})
+	s := newTestSimulator(t, Config{Model: `qwen/"3"`})
 	w := simDo(t, s, http.MethodGet, "/v1/models", "")
 	if w.Code != 200 {
 		t.Fatalf("status %d", w.Code)
@@ -862,7 +859,7 @@ func TestSimulatorModels(t *testing.T) {
 }
 
 func TestSimulatorTiming(t *testing.T) {
-	s := newTestSimulator(t, Simulator{TokenRate: 100, FirstTokenLatency: caddy.Duration(50 * time.Millisecond), ReplyTokens: 11})
+	s := newTestSimulator(t, Config{TokenRate: 100, FirstTokenLatency: 50 * time.Millisecond, ReplyTokens: 11})
 	// 50ms to the first token, then 10 more tokens 10ms apart.
 	const want = 150 * time.Millisecond
 	for _, body := range []string{
@@ -883,14 +880,14 @@ func TestSimulatorTiming(t *testing.T) {
 }
 
 func TestSimulatorClientGone(t *testing.T) {
-	s := newTestSimulator(t, Simulator{TokenRate: 10, ReplyTokens: 1000})
+	s := newTestSimulator(t, Config{TokenRate: 10, ReplyTokens: 1000})
 	for _, path := range []string{"/v1/chat/completions", "/v1/messages"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		r := httptest.NewRequestWithContext(ctx, http.MethodPost, path,
 			strings.NewReader(`{"stream":true,"max_tokens":2000,"messages":[{"role":"user","content":"x"}]}`))
 		w := httptest.NewRecorder()
 		start := time.Now()
-		if err := s.ServeHTTP(w, r, nil); err != nil {
+		if err := s.Serve(w, r); err != nil {
 			t.Fatal(err)
 		}
 		cancel()
@@ -903,51 +900,8 @@ func TestSimulatorClientGone(t *testing.T) {
 	}
 }
 
-func TestSimulatorCaddyfile(t *testing.T) {
-	d := caddyfile.NewTestDispenser(`timeblock_simulator {
-		token_rate 12.5
-		first_token_latency 200ms
-		reasoning_tokens 32
-		reply_tokens 64
-		model llama-3-70b
-	}`)
-	var s Simulator
-	if err := s.UnmarshalCaddyfile(d); err != nil {
-		t.Fatal(err)
-	}
-	want := Simulator{TokenRate: 12.5, FirstTokenLatency: caddy.Duration(200 * time.Millisecond), ReasoningTokens: 32, ReplyTokens: 64, Model: "llama-3-70b"}
-	if !reflect.DeepEqual(s, want) {
-		t.Errorf("got %+v, want %+v", s, want)
-	}
-
-	for option, wantErr := range map[string]string{
-		"extra":                          "wrong argument count",
-		"{\n token_rate fast":            `"fast"`,
-		"{\n token_rate -1":              `"-1"`,
-		"{\n first_token_latency soon":   "soon",
-		"{\n reasoning_tokens 0":         "at least 1",
-		"{\n reply_tokens -2":            "must not be negative",
-		"{\n reply_tokens many":          `"many"`,
-		"{\n model":                      "model needs a value",
-		"{\n temperature 1":              `unknown timeblock_simulator option "temperature"`,
-		"{\n model a b":                  "model takes one value",
-		"{\n first_token_latency 1s 2s":  "takes one value",
-		"{\n reasoning_tokens 4 extra 5": "takes one value",
-	} {
-		input := "timeblock_simulator " + option
-		if strings.HasPrefix(option, "{") {
-			input += "\n}"
-		}
-		var s Simulator
-		err := s.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input))
-		if err == nil || !strings.Contains(err.Error(), wantErr) || !strings.Contains(err.Error(), "Testfile:") {
-			t.Errorf("%q: error %v, want one naming Testfile:<line> and %q", input, err, wantErr)
-		}
-	}
-}
-
 func BenchmarkSimulator(b *testing.B) {
-	s := newTestSimulator(b, Simulator{ReplyTokens: 64})
+	s := newTestSimulator(b, Config{ReplyTokens: 64})
 	for _, bc := range []struct{ name, path, body string }{
 		{"chat", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hello there, how are you today?"}]}`},
 		{"chat stream", "/v1/chat/completions", `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hello there, how are you today?"}]}`},
@@ -959,7 +913,7 @@ func BenchmarkSimulator(b *testing.B) {
 			for b.Loop() {
 				r := httptest.NewRequest(http.MethodPost, bc.path, strings.NewReader(bc.body))
 				clear(w.h)
-				if err := s.ServeHTTP(w, r, nil); err != nil || w.code != 200 {
+				if err := s.Serve(w, r); err != nil || w.code != 200 {
 					b.Fatal(err, w.code)
 				}
 			}
@@ -976,3 +930,30 @@ func (w *discardWriter) Header() http.Header         { return w.h }
 func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (w *discardWriter) WriteHeader(code int)        { w.code = code }
 func (w *discardWriter) Flush()                      {}
+
+// A Server is a plain http.Handler: served by net/http, it streams and
+// answers as under Caddy.
+func TestServerIsHandler(t *testing.T) {
+	srv := httptest.NewServer(newTestSimulator(t, Config{ReplyTokens: 3}))
+	defer srv.Close()
+	body := `{"model":"m","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	resp, err := http.Post(srv.URL+"/compat/v1/messages", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	if _, err := io.Copy(&b, resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("%d %s: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b.String())
+	}
+	if got := assembleMessagesStream(t, b.String()); gjson.Get(got, "content.0.text").Str != expand(body, "Simulated reply $D:") ||
+		gjson.Get(got, "usage.output_tokens").Int() != 3 || gjson.Get(got, "stop_reason").Str != "end_turn" {
+		t.Errorf("message = %s", got)
+	}
+	if _, err := New(Config{TokenRate: -1}); err == nil || !strings.Contains(err.Error(), "token_rate") {
+		t.Errorf("New with a negative token_rate: %v", err)
+	}
+}

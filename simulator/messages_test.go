@@ -1,4 +1,4 @@
-package caddymodule
+package simulator
 
 import (
 	"os"
@@ -15,7 +15,7 @@ import (
 // with output_config, context_management, cache_control, deferred tools and
 // thinking blocks handed back (signed or not).
 func TestSimulatorTakesTodaysMessages(t *testing.T) {
-	s := newTestSimulator(t, Simulator{})
+	s := newTestSimulator(t, Config{})
 	m, _ := filepath.Glob(filepath.Join("..", "translate", "testdata", "clients", "claude-code-*.json"))
 	if len(m) < 2 {
 		t.Fatalf("Claude Code fixtures: %v", m)

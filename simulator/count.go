@@ -1,4 +1,4 @@
-package caddymodule
+package simulator
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 // serveCountTokens answers POST /v1/messages/count_tokens as the messages
 // API does, {"input_tokens": n}, with the count the simulator reports as a
 // request's input usage: four bytes of system, messages and tools a token.
-func (s *Simulator) serveCountTokens(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) serveCountTokens(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		return simError(w, simMessages, http.StatusMethodNotAllowed, "use POST for "+r.URL.Path)

@@ -1,4 +1,8 @@
-package caddymodule
+// Package simulator is a simulated model server for the quick start, demos,
+// tests and load benchmarks: a plain http.Handler that answers chat
+// completions and messages requests deterministically, as a real upstream
+// would. The Caddy module http.handlers.timeblock_simulator wraps it.
+package simulator
 
 import (
 	"bytes"
@@ -16,18 +20,19 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/tidwall/gjson"
 )
 
-func init() {
-	caddy.RegisterModule(Simulator{})
-}
+const (
+	// DefaultModel is the model answered when neither the request nor the
+	// Config names one.
+	DefaultModel = "timeblock-sim"
+	// DefaultReasoningTokens is the length of the reasoning when the Config
+	// leaves ReasoningTokens at 0.
+	DefaultReasoningTokens = 16
+)
 
 const (
-	defaultSimModel           = "timeblock-sim"
-	defaultSimReasoningTokens = 16
 	// simMaxEchoWords caps how much of the last message the reply echoes, so
 	// a long prompt does not make a long reply.
 	simMaxEchoWords = 64
@@ -40,82 +45,85 @@ const (
 	simMaxSchemaDepth = 8
 )
 
-// Simulator is a built-in simulated model server for the quick start, demos,
-// tests and load benchmarks. It speaks chat completions
-// (POST …/v1/chat/completions), the messages format (POST …/v1/messages) and
-// GET …/v1/models, streaming and not, and answers deterministically from the
-// request: the reply echoes the last message and a digest of the
-// conversation, reasoning comes first when asked for (reasoning_effort other
-// than none, chat_template_kwargs.enable_thinking, thinking.type enabled), and
-// an offered tool is called unless tool_choice is none or a tool result came
-// back since the last assistant message: the one tool_choice names, else the
-// one a user message names with "call tool <name> with <JSON arguments>",
-// else the first. max_tokens cuts the output, reasoning included.
-//
-// It matches paths by suffix, so it can be mounted under any prefix, e.g.
-// /compat/v1/messages.
-type Simulator struct {
-	// TokenRate is the generation speed in tokens per second; 0 (the default)
-	// generates instantly. Streams send one token per chunk at this pace; a
+// Config sets up a Server. The zero value is valid: instant generation,
+// DefaultReasoningTokens of reasoning when asked for, the echo as the reply
+// and DefaultModel.
+type Config struct {
+	// TokenRate is the generation speed in tokens per second; 0 generates
+	// instantly. Streams send one token per chunk at this pace; a
 	// non-streamed response is held back as long as its stream would take.
-	TokenRate float64 `json:"token_rate,omitempty"`
+	TokenRate float64
 	// FirstTokenLatency is the wait before the first token (the time a real
 	// server spends on the prompt). Streams send their headers at once.
-	FirstTokenLatency caddy.Duration `json:"first_token_latency,omitempty"`
+	FirstTokenLatency time.Duration
 	// ReasoningTokens is how many reasoning tokens precede the answer when
-	// reasoning is asked for (default 16). A smaller thinking.budget_tokens
-	// in the request lowers it.
-	ReasoningTokens int `json:"reasoning_tokens,omitempty"`
+	// reasoning is asked for (0: DefaultReasoningTokens). A smaller
+	// thinking.budget_tokens in the request lowers it.
+	ReasoningTokens int
 	// ReplyTokens fixes the reply length in tokens, padding or cutting the
-	// echo. 0 (the default) sends the echo as it is, at most 64 words of the
-	// last message after a "Simulated reply <digest>:" prefix.
-	ReplyTokens int `json:"reply_tokens,omitempty"`
+	// echo. 0 sends the echo as it is, at most 64 words of the last message
+	// after a "Simulated reply <digest>:" prefix.
+	ReplyTokens int
 	// Model is the model id answered when the request names none, and the
-	// one GET /v1/models lists (default "timeblock-sim").
-	Model string `json:"model,omitempty"`
+	// one GET /v1/models lists ("": DefaultModel).
+	Model string
+}
 
+// Validate reports the first setting out of range. Its messages name the
+// settings as the Caddy module and its Caddyfile spell them.
+func (c Config) Validate() error {
+	if c.TokenRate < 0 || math.IsNaN(c.TokenRate) || math.IsInf(c.TokenRate, 0) {
+		return fmt.Errorf("token_rate must be a finite number of tokens per second, at least 0; got %v", c.TokenRate)
+	}
+	if c.FirstTokenLatency < 0 {
+		return fmt.Errorf("first_token_latency must not be negative, got %s", c.FirstTokenLatency)
+	}
+	if c.ReasoningTokens < 0 {
+		return fmt.Errorf("reasoning_tokens must be at least 1, got %d", c.ReasoningTokens)
+	}
+	if c.ReplyTokens < 0 {
+		return fmt.Errorf("reply_tokens must not be negative, got %d", c.ReplyTokens)
+	}
+	return nil
+}
+
+// Server is the simulated model server. It speaks chat completions
+// (POST …/v1/chat/completions), the messages format (POST …/v1/messages,
+// POST …/v1/messages/count_tokens) and GET …/v1/models, streaming and not,
+// and answers deterministically from the request: the reply echoes the last
+// message and a digest of the conversation, reasoning comes first when asked
+// for (reasoning_effort other than none, chat_template_kwargs.enable_thinking,
+// thinking.type enabled or adaptive), and an offered tool is called unless
+// tool_choice is none or a tool result came back since the last assistant
+// message: the one tool_choice names, else the one a user message names with
+// "call tool <name> with <JSON arguments>", else the first. max_tokens cuts
+// the output, reasoning included.
+//
+// It matches paths by suffix, so it can be mounted under any prefix, e.g.
+// /compat/v1/messages. A Server is safe for concurrent use.
+type Server struct {
+	cfg       Config
 	interval  time.Duration // between two tokens; 0 when TokenRate is 0
-	modelJSON []byte        // Model as a JSON string
+	modelJSON []byte        // cfg.Model as a JSON string
 }
 
-// CaddyModule returns the Caddy module information.
-func (Simulator) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.timeblock_simulator",
-		New: func() caddy.Module { return new(Simulator) },
+// New returns the Server for cfg, with defaults for the settings left at 0,
+// or the error of cfg.Validate.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-}
-
-// Provision fills defaults and precomputes what every response reuses.
-func (s *Simulator) Provision(caddy.Context) error {
-	if s.ReasoningTokens == 0 {
-		s.ReasoningTokens = defaultSimReasoningTokens
+	if cfg.ReasoningTokens == 0 {
+		cfg.ReasoningTokens = DefaultReasoningTokens
 	}
-	if s.Model == "" {
-		s.Model = defaultSimModel
+	if cfg.Model == "" {
+		cfg.Model = DefaultModel
 	}
-	if s.TokenRate > 0 {
-		s.interval = time.Duration(float64(time.Second) / s.TokenRate)
+	s := &Server{cfg: cfg, modelJSON: gjson.AppendJSONString(nil, cfg.Model)}
+	if cfg.TokenRate > 0 {
+		s.interval = time.Duration(float64(time.Second) / cfg.TokenRate)
 	}
-	s.modelJSON = gjson.AppendJSONString(nil, s.Model)
-	return nil
-}
-
-// Validate checks the options.
-func (s *Simulator) Validate() error {
-	if s.TokenRate < 0 || math.IsNaN(s.TokenRate) || math.IsInf(s.TokenRate, 0) {
-		return fmt.Errorf("timeblock_simulator: token_rate must be a finite number of tokens per second, at least 0; got %v", s.TokenRate)
-	}
-	if s.FirstTokenLatency < 0 {
-		return fmt.Errorf("timeblock_simulator: first_token_latency must not be negative, got %s", time.Duration(s.FirstTokenLatency))
-	}
-	if s.ReasoningTokens < 1 {
-		return fmt.Errorf("timeblock_simulator: reasoning_tokens must be at least 1, got %d", s.ReasoningTokens)
-	}
-	if s.ReplyTokens < 0 {
-		return fmt.Errorf("timeblock_simulator: reply_tokens must not be negative, got %d", s.ReplyTokens)
-	}
-	return nil
+	return s, nil
 }
 
 // simFormat is the wire format of an inference endpoint.
@@ -159,10 +167,15 @@ func (f simFinish) messages() string {
 }
 
 // ServeHTTP answers as a model server would. Errors are written in the
-// endpoint's own format rather than returned to Caddy, because a simulated
-// upstream must look like a real one to the clients and translators under
-// test.
-func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+// endpoint's own format, because a simulated upstream must look like a real
+// one to the clients and translators under test.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_ = s.Serve(w, r)
+}
+
+// Serve is ServeHTTP returning the error of writing the response, for
+// callers that report it, such as a Caddy handler.
+func (s *Server) Serve(w http.ResponseWriter, r *http.Request) error {
 	var f simFormat
 	switch p := r.URL.Path; {
 	case strings.HasSuffix(p, "/v1/chat/completions"):
@@ -323,7 +336,7 @@ func (p *simPlan) completionTokens() int { return p.reasoningN + p.replyN + p.to
 
 // plan decides the output: reasoning, then a tool call or a text reply,
 // within the max_tokens budget.
-func (s *Simulator) plan(req *simRequest, sc *simScratch) simPlan {
+func (s *Server) plan(req *simRequest, sc *simScratch) simPlan {
 	var p simPlan
 	p.digest = simDigest(req.system.Raw, req.messages.Raw)
 	p.promptTokens = simPromptTokens(req.system.Raw, req.messages.Raw, req.tools.Raw)
@@ -336,7 +349,7 @@ func (s *Simulator) plan(req *simRequest, sc *simScratch) simPlan {
 		budget = req.maxTokens
 	}
 	if req.reasoning {
-		n := s.ReasoningTokens
+		n := s.cfg.ReasoningTokens
 		if req.budget > 0 {
 			n = min(n, req.budget)
 		}
@@ -428,7 +441,7 @@ var simFiller = strings.Fields("lorem ipsum dolor sit amet consectetur adipiscin
 
 // appendReply appends "Simulated reply <digest>: <echo>", padded with filler
 // or cut to ReplyTokens when that is set.
-func (s *Simulator) appendReply(dst []byte, digest uint64, echo []byte) []byte {
+func (s *Server) appendReply(dst []byte, digest uint64, echo []byte) []byte {
 	start := len(dst)
 	dst = append(dst, "Simulated reply "...)
 	dst = simAppendHex32(dst, uint32(digest>>32))
@@ -437,14 +450,14 @@ func (s *Simulator) appendReply(dst []byte, digest uint64, echo []byte) []byte {
 		dst = append(dst, ' ')
 		dst = append(dst, echo...)
 	}
-	if s.ReplyTokens == 0 {
+	if s.cfg.ReplyTokens == 0 {
 		return dst
 	}
 	n := simCountTokens(dst[start:])
-	if n >= s.ReplyTokens {
-		return dst[:start+simTokensEnd(dst[start:], s.ReplyTokens)]
+	if n >= s.cfg.ReplyTokens {
+		return dst[:start+simTokensEnd(dst[start:], s.cfg.ReplyTokens)]
 	}
-	for i := 0; n < s.ReplyTokens; i, n = i+1, n+1 {
+	for i := 0; n < s.cfg.ReplyTokens; i, n = i+1, n+1 {
 		dst = append(dst, ' ')
 		dst = append(dst, simFiller[i%len(simFiller)]...)
 	}
@@ -797,7 +810,7 @@ func simAppendSignature(dst []byte, digest uint64, reasoning []byte) []byte {
 }
 
 // appendModel appends the request's model, or the default one.
-func (s *Simulator) appendModel(dst []byte, req *simRequest) []byte {
+func (s *Server) appendModel(dst []byte, req *simRequest) []byte {
 	if req.model != "" {
 		return append(dst, req.model...)
 	}
@@ -809,9 +822,9 @@ func simAppendID(dst []byte, prefix string, digest uint64) []byte {
 }
 
 // respond writes the non-streamed response once its generation time is over.
-func (s *Simulator) respond(ctx context.Context, w http.ResponseWriter, req *simRequest, p *simPlan, sc *simScratch) error {
+func (s *Server) respond(ctx context.Context, w http.ResponseWriter, req *simRequest, p *simPlan, sc *simScratch) error {
 	if n := p.completionTokens(); n > 0 {
-		wait := time.Duration(s.FirstTokenLatency) + time.Duration(n-1)*s.interval
+		wait := s.cfg.FirstTokenLatency + time.Duration(n-1)*s.interval
 		if simSleep(ctx, wait) != nil {
 			return nil // the client is gone
 		}
@@ -831,7 +844,7 @@ func (s *Simulator) respond(ctx context.Context, w http.ResponseWriter, req *sim
 	return err
 }
 
-func (s *Simulator) appendChatCompletion(dst []byte, req *simRequest, p *simPlan) []byte {
+func (s *Server) appendChatCompletion(dst []byte, req *simRequest, p *simPlan) []byte {
 	dst = simAppendID(append(dst, `{"id":"`...), "chatcmpl-sim", p.digest)
 	dst = append(dst, `","object":"chat.completion","created":`...)
 	dst = strconv.AppendInt(dst, time.Now().Unix(), 10)
@@ -875,7 +888,7 @@ func simAppendChatUsage(dst []byte, p *simPlan) []byte {
 	return append(dst, `}}`...)
 }
 
-func (s *Simulator) appendMessage(dst []byte, req *simRequest, p *simPlan) []byte {
+func (s *Server) appendMessage(dst []byte, req *simRequest, p *simPlan) []byte {
 	dst = simAppendID(append(dst, `{"id":"`...), "msg_sim", p.digest)
 	dst = append(dst, `","type":"message","role":"assistant","model":`...)
 	dst = s.appendModel(dst, req)
@@ -990,7 +1003,7 @@ func (st *simStream) until() {
 	}
 }
 
-func (s *Simulator) stream(ctx context.Context, w http.ResponseWriter, req *simRequest, p *simPlan, sc *simScratch) {
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, req *simRequest, p *simPlan, sc *simScratch) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -1001,7 +1014,7 @@ func (s *Simulator) stream(ctx context.Context, w http.ResponseWriter, req *simR
 		rc:    http.NewResponseController(w),
 		ctx:   ctx,
 		buf:   sc.out[:0],
-		next:  time.Now().Add(time.Duration(s.FirstTokenLatency)),
+		next:  time.Now().Add(s.cfg.FirstTokenLatency),
 		every: s.interval,
 	}
 	st.send() // headers now: the client knows it was accepted
@@ -1019,7 +1032,7 @@ func (s *Simulator) stream(ctx context.Context, w http.ResponseWriter, req *simR
 // streamChat sends chat.completion.chunk events: role, reasoning_content
 // deltas, content deltas or tool-call fragments, the finish reason, the
 // usage chunk when stream_options.include_usage asks for it, and [DONE].
-func (s *Simulator) streamChat(st *simStream, req *simRequest, p *simPlan, sc *simScratch) {
+func (s *Server) streamChat(st *simStream, req *simRequest, p *simPlan, sc *simScratch) {
 	pre := simAppendID(append(sc.pre[:0], `data: {"id":"`...), "chatcmpl-sim", p.digest)
 	pre = append(pre, `","object":"chat.completion.chunk","created":`...)
 	pre = strconv.AppendInt(pre, time.Now().Unix(), 10)
@@ -1101,7 +1114,7 @@ func (s *Simulator) streamChat(st *simStream, req *simRequest, p *simPlan, sc *s
 // streamMessages sends the messages event grammar: message_start, ping, per
 // block content_block_start, its deltas and content_block_stop, then
 // message_delta with the stop reason and usage, and message_stop.
-func (s *Simulator) streamMessages(st *simStream, req *simRequest, p *simPlan) {
+func (s *Server) streamMessages(st *simStream, req *simRequest, p *simPlan) {
 	event := func(name string) {
 		st.buf = append(st.buf, "event: "...)
 		st.buf = append(st.buf, name...)
@@ -1211,7 +1224,7 @@ func (s *Simulator) streamMessages(st *simStream, req *simRequest, p *simPlan) {
 
 // serveModels lists the default model in a shape both SDKs read: the OpenAI
 // list fields and the messages-API ones side by side.
-func (s *Simulator) serveModels(w http.ResponseWriter) error {
+func (s *Server) serveModels(w http.ResponseWriter) error {
 	m := s.modelJSON
 	b := make([]byte, 0, 256+4*len(m))
 	b = append(b, `{"object":"list","data":[{"id":`...)
@@ -1303,9 +1316,5 @@ func (sc *simScratch) release() {
 	simScratchPool.Put(sc)
 }
 
-// Interface guards
-var (
-	_ caddy.Provisioner           = (*Simulator)(nil)
-	_ caddy.Validator             = (*Simulator)(nil)
-	_ caddyhttp.MiddlewareHandler = (*Simulator)(nil)
-)
+// Interface guard
+var _ http.Handler = (*Server)(nil)

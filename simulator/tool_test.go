@@ -1,4 +1,4 @@
-package caddymodule
+package simulator
 
 // Tests of the simulator's "call tool" instruction, which lets a prompt pick
 // the tool an agent (Claude Code, Codex) offers among many, and of how it
@@ -21,7 +21,7 @@ const agentToolsChat = `[{"type":"function","function":{"name":"Agent","paramete
 
 // simMessagesOutcome returns the tool call of a non-streamed messages response, or
 // its text when there is none.
-func simMessagesOutcome(t *testing.T, s *Simulator, body string) (name, input, text string) {
+func simMessagesOutcome(t *testing.T, s *Server, body string) (name, input, text string) {
 	t.Helper()
 	resp := simPost(t, s, "/v1/messages", body)
 	gjson.Get(resp, "content").ForEach(func(_, b gjson.Result) bool {
@@ -39,7 +39,7 @@ func simMessagesOutcome(t *testing.T, s *Simulator, body string) (name, input, t
 	return name, input, text
 }
 
-func simChatOutcome(t *testing.T, s *Simulator, body string) (name, args, text string) {
+func simChatOutcome(t *testing.T, s *Server, body string) (name, args, text string) {
 	t.Helper()
 	resp := simPost(t, s, "/v1/chat/completions", body)
 	msg := gjson.Get(resp, "choices.0.message")
@@ -47,7 +47,7 @@ func simChatOutcome(t *testing.T, s *Simulator, body string) (name, args, text s
 }
 
 func TestSimulatorCallInstruction(t *testing.T) {
-	s := newTestSimulator(t, Simulator{})
+	s := newTestSimulator(t, Config{})
 
 	t.Run("messages, Claude Code's shape", func(t *testing.T) {
 		// The prompt is the user message's last text block; a system message
@@ -134,7 +134,7 @@ func TestSimulatorCallInstruction(t *testing.T) {
 }
 
 func TestSimulatorAfterToolResult(t *testing.T) {
-	s := newTestSimulator(t, Simulator{})
+	s := newTestSimulator(t, Config{})
 
 	t.Run("messages, then a system message", func(t *testing.T) {
 		body := `{"model":"m","max_tokens":1000,"tools":` + agentToolsMessages + `,"messages":[` +
@@ -172,7 +172,7 @@ func TestSimulatorAfterToolResult(t *testing.T) {
 }
 
 func TestSimulatorEchoSkipsSystem(t *testing.T) {
-	s := newTestSimulator(t, Simulator{})
+	s := newTestSimulator(t, Config{})
 	body := `{"model":"m","messages":[{"role":"user","content":"hello there"},{"role":"system","content":"# Environment"},{"role":"developer","content":"more"}]}`
 	_, _, text := simChatOutcome(t, s, body)
 	if want := expand(body, "Simulated reply $D: hello there"); text != want {
