@@ -136,93 +136,45 @@ func (s *Stream) respDrain(dst []byte) []byte {
 // respChunk takes one chat completion chunk.
 func (s *Stream) respChunk(d string) {
 	x := s.rx
-	var id, model, choices, usageV, errv string
-	it, _ := objIter(d)
-	for {
-		k, v, ok := it.next()
-		if !ok {
-			break
-		}
-		switch k {
-		case "id":
-			id = v
-		case "model":
-			model = v
-		case "choices":
-			choices = v
-		case "usage":
-			usageV = v
-		case "error":
-			errv = v
-		}
-	}
-	if !isNull(errv) {
+	t := readChatTop(d)
+	if !isNull(t.err) {
 		s.respFail(streamError(d))
 		return
 	}
-	s.respStart(id, model)
-	if isObj(usageV) {
-		x.u.readChat(usageV)
+	s.respStart(t.id, t.model)
+	if isObj(t.usage) {
+		x.u.readChat(t.usage)
 	}
-	ci, _ := arrIter(choices)
+	cs := chunkChoicesOf(t.choices)
 	for {
-		c, ok := ci.elem()
+		c, ok := cs.next()
 		if !ok {
 			return
 		}
-		var idx, delta, finish string
-		mi, _ := objIter(c)
-		for {
-			k, v, ok := mi.next()
-			if !ok {
-				break
-			}
-			switch k {
-			case "index":
-				idx = v
-			case "delta":
-				delta = v
-			case "finish_reason":
-				finish = v
-			}
-		}
-		if n, ok := toInt(idx); ok && n != 0 {
+		if n, ok := toInt(c.index); ok && n != 0 {
 			continue // one choice
 		}
-		if isObj(delta) {
-			s.respDelta(delta)
+		if isObj(c.delta) {
+			s.respDelta(c.delta)
 		}
-		if isStr(finish) && x.stop == stopNone {
-			x.stop = chatFinish(finish)
+		if isStr(c.finish) && x.stop == stopNone {
+			x.stop = chatFinish(c.finish)
 			s.respCloseAll()
 		}
 	}
 }
 
+// respDelta takes a delta of the inner chat writer, whose reasoning is
+// always reasoning_content.
 func (s *Stream) respDelta(d string) {
-	var content, reasoning, calls string
-	it, _ := objIter(d)
-	for {
-		k, v, ok := it.next()
-		if !ok {
-			break
-		}
-		switch k {
-		case "content":
-			content = v
-		case "reasoning_content":
-			reasoning = v
-		case "tool_calls":
-			calls = v
-		}
+	x := readChunkDelta(d)
+	if isStr(x.reasoningContent) && !emptyStr(x.reasoningContent) {
+		s.respText(riReasoning, x.reasoningContent)
 	}
-	if isStr(reasoning) && !emptyStr(reasoning) {
-		s.respText(riReasoning, reasoning)
+	if isStr(x.content) && !emptyStr(x.content) {
+		s.respText(riMessage, x.content)
 	}
-	if isStr(content) && !emptyStr(content) {
-		s.respText(riMessage, content)
-	}
-	if ci, ok := arrIter(calls); ok {
+	if ci, ok := arrIter(x.toolCalls); ok {
 		for pos := 0; ; pos++ {
 			c, ok := ci.elem()
 			if !ok {
@@ -458,23 +410,7 @@ func (s *Stream) respText(k respItemKind, lit string) {
 // respCall takes one element of a chunk's tool_calls.
 func (s *Stream) respCall(c string, pos int) {
 	x := s.rx
-	var idx, id, fn string
-	it, _ := objIter(c)
-	for {
-		k, v, ok := it.next()
-		if !ok {
-			break
-		}
-		switch k {
-		case "index":
-			idx = v
-		case "id":
-			id = v
-		case "function":
-			fn = v
-		}
-	}
-	name, args := field(fn, "name"), field(fn, "arguments")
+	idx, id, name, args := readToolCallDelta(c)
 	key := pos
 	if n, ok := toInt(idx); ok && n >= 0 && n < 1<<20 {
 		key = int(n)

@@ -6,80 +6,38 @@ package translate
 
 // chatChunk translates one chat.completion.chunk for a messages client.
 func (s *Stream) chatChunk(d string) {
-	var id, model, choices, usageV, errv string
-	it, _ := objIter(d)
-	for {
-		k, v, ok := it.next()
-		if !ok {
-			break
-		}
-		switch k {
-		case "id":
-			id = v
-		case "model":
-			model = v
-		case "choices":
-			choices = v
-		case "usage":
-			usageV = v
-		case "error":
-			errv = v
-		}
-	}
-	if !isNull(errv) {
+	t := readChatTop(d)
+	if !isNull(t.err) {
 		s.fail(streamError(d))
 		return
 	}
-	if isObj(usageV) {
-		s.u.readChat(usageV)
+	if isObj(t.usage) {
+		s.u.readChat(t.usage)
 	}
 	if !s.began {
 		s.began = true
-		s.setID(id)
-		s.setModel(model)
+		s.setID(t.id)
+		s.setModel(t.model)
 		s.mStart()
 	}
-	ci, ok := arrIter(choices)
-	if !ok {
-		return
-	}
+	cs := chunkChoicesOf(t.choices)
 	for {
-		c, ok := ci.elem()
+		c, ok := cs.next()
 		if !ok {
 			return
 		}
-		var idx, delta, finish, matched string
-		mi, _ := objIter(c)
-		for {
-			k, v, ok := mi.next()
-			if !ok {
-				break
-			}
-			switch k {
-			case "index":
-				idx = v
-			case "delta", "message":
-				delta = v
-			case "finish_reason":
-				finish = v
-			case "stop_reason", "matched_stop": // vLLM, SGLang: the stop string that matched
-				if isStr(v) {
-					matched = v
-				}
-			}
-		}
-		if n, ok := toInt(idx); ok && n != 0 {
+		if n, ok := toInt(c.index); ok && n != 0 {
 			continue // a messages client asked for one choice
 		}
-		if isObj(delta) {
-			s.chatDelta(delta)
+		if isObj(c.deltaOrMessage) {
+			s.chatDelta(c.deltaOrMessage)
 		}
-		if isStr(finish) {
+		if isStr(c.finish) {
 			s.finished = true
-			s.stop = chatFinish(finish)
-			if s.stop == stopEnd && matched != "" && !emptyStr(matched) {
+			s.stop = chatFinish(c.finish)
+			if s.stop == stopEnd && c.matched != "" && !emptyStr(c.matched) {
 				s.stop = stopSeq
-				s.stopSeq = append(s.stopSeq[:0], matched...)
+				s.stopSeq = append(s.stopSeq[:0], c.matched...)
 			}
 			// The answer is over: close its blocks now rather than at [DONE].
 			s.flushThink()
@@ -90,40 +48,19 @@ func (s *Stream) chatChunk(d string) {
 }
 
 func (s *Stream) chatDelta(delta string) {
-	var content, rc, rs, refusal, calls, fcall string
-	it, _ := objIter(delta)
-	for {
-		k, v, ok := it.next()
-		if !ok {
-			break
-		}
-		switch k {
-		case "content":
-			content = v
-		case "reasoning_content":
-			rc = v
-		case "reasoning":
-			rs = v
-		case "refusal":
-			refusal = v
-		case "tool_calls":
-			calls = v
-		case "function_call":
-			fcall = v
-		}
-	}
+	x := readChunkDelta(delta)
 	// Servers that fill both fields fill them with the same text.
-	if isStr(rc) && !emptyStr(rc) {
-		s.onReasoning(rc)
-	} else if isStr(rs) {
-		s.onReasoning(rs)
+	if isStr(x.reasoningContent) && !emptyStr(x.reasoningContent) {
+		s.onReasoning(x.reasoningContent)
+	} else if isStr(x.reasoning) {
+		s.onReasoning(x.reasoning)
 	}
-	s.onText(content)
-	if isStr(refusal) && !emptyStr(refusal) {
+	s.onText(x.content)
+	if isStr(x.refusal) && !emptyStr(x.refusal) {
 		s.refusal = true
-		s.onText(refusal)
+		s.onText(x.refusal)
 	}
-	if ci, ok := arrIter(calls); ok {
+	if ci, ok := arrIter(x.toolCalls); ok {
 		for pos := 0; ; pos++ {
 			c, ok := ci.elem()
 			if !ok {
@@ -132,28 +69,13 @@ func (s *Stream) chatDelta(delta string) {
 			s.chatToolCall(c, pos)
 		}
 	}
-	if isObj(fcall) {
-		s.chatFunction(0, "", field(fcall, "name"), field(fcall, "arguments"))
+	if isObj(x.functionCall) {
+		s.chatFunction(0, "", field(x.functionCall, "name"), field(x.functionCall, "arguments"))
 	}
 }
 
 func (s *Stream) chatToolCall(c string, pos int) {
-	var idx, id, fn string
-	it, _ := objIter(c)
-	for {
-		k, v, ok := it.next()
-		if !ok {
-			break
-		}
-		switch k {
-		case "index":
-			idx = v
-		case "id":
-			id = v
-		case "function":
-			fn = v
-		}
-	}
+	idx, id, name, args := readToolCallDelta(c)
 	key := -1
 	if n, ok := toInt(idx); ok && n >= 0 && n < 1<<20 {
 		key = int(n)
@@ -170,7 +92,7 @@ func (s *Stream) chatToolCall(c string, pos int) {
 	} else {
 		key = pos
 	}
-	s.chatFunction(key, id, field(fn, "name"), field(fn, "arguments"))
+	s.chatFunction(key, id, name, args)
 }
 
 func (s *Stream) chatFunction(key int, id, name, args string) {

@@ -1,0 +1,134 @@
+package translate
+
+// Readers of chat completion chunks. Two writers take chat chunks as their
+// input: the messages client's (chat upstream → messages) and the Responses
+// client's (which reads the chunks that chat is translated to). They read
+// chat here, once; what each does with a member stays with the writer. All values are raw slices of the
+// input ("" when absent); nothing allocates.
+
+// chatTop holds the top-level members of a chat completion or chunk.
+type chatTop struct {
+	id, model, created, choices, usage, err string
+}
+
+func readChatTop(s string) (t chatTop) {
+	it, _ := objIter(s)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			return t
+		}
+		switch k {
+		case "id":
+			t.id = v
+		case "model":
+			t.model = v
+		case "created":
+			t.created = v
+		case "choices":
+			t.choices = v
+		case "usage":
+			t.usage = v
+		case "error":
+			t.err = v
+		}
+	}
+}
+
+// chunkChoice is one element of a chunk's choices.
+type chunkChoice struct {
+	index, finish string
+	delta         string // the delta member
+	// deltaOrMessage is delta, or message as some servers name it in a
+	// chunk (whichever comes last). The Responses writer reads only delta:
+	// its chunks come from this package's own chat writer.
+	deltaOrMessage string
+	matched        string // stop_reason or matched_stop as a string (vLLM, SGLang): the stop string that matched
+}
+
+// chunkChoices walks the choices of a chunk.
+type chunkChoices struct{ it iter }
+
+func chunkChoicesOf(raw string) chunkChoices {
+	it, _ := arrIter(raw)
+	return chunkChoices{it}
+}
+
+func (cs *chunkChoices) next() (c chunkChoice, ok bool) {
+	raw, ok := cs.it.elem()
+	if !ok {
+		return c, false
+	}
+	it, _ := objIter(raw)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			return c, true
+		}
+		switch k {
+		case "index":
+			c.index = v
+		case "delta":
+			c.delta, c.deltaOrMessage = v, v
+		case "message":
+			c.deltaOrMessage = v
+		case "finish_reason":
+			c.finish = v
+		case "stop_reason", "matched_stop":
+			if isStr(v) {
+				c.matched = v
+			}
+		}
+	}
+}
+
+// chunkDelta holds the members of a chunk's delta.
+type chunkDelta struct {
+	content, reasoningContent, reasoning, refusal, toolCalls, functionCall string
+}
+
+func readChunkDelta(d string) (x chunkDelta) {
+	it, _ := objIter(d)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			return x
+		}
+		switch k {
+		case "content":
+			x.content = v
+		case "reasoning_content":
+			x.reasoningContent = v
+		case "reasoning":
+			x.reasoning = v
+		case "refusal":
+			x.refusal = v
+		case "tool_calls":
+			x.toolCalls = v
+		case "function_call":
+			x.functionCall = v
+		}
+	}
+}
+
+// readToolCallDelta reads one element of a delta's tool_calls: its index,
+// its id and its function's name and arguments.
+func readToolCallDelta(c string) (idx, id, name, args string) {
+	var fn string
+	it, _ := objIter(c)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		switch k {
+		case "index":
+			idx = v
+		case "id":
+			id = v
+		case "function":
+			fn = v
+		}
+	}
+	return idx, id, field(fn, "name"), field(fn, "arguments")
+}
