@@ -1,9 +1,10 @@
 package translate
 
-// Readers of chat completion chunks. Two writers take chat chunks as their
-// input: the messages client's (chat upstream → messages) and the Responses
-// client's (which reads the chunks that chat is translated to). They read
-// chat here, once; what each does with a member stays with the writer. All values are raw slices of the
+// Readers of chat completions, whole and streamed. Two writers take chat as
+// their input: the messages client's (chat upstream → messages) and the
+// Responses client's (which reads the chat chunks or the chat completion
+// that chat is translated to). They read chat here, once; what each does
+// with a member stays with the writer. All values are raw slices of the
 // input ("" when absent); nothing allocates.
 
 // chatTop holds the top-level members of a chat completion or chunk.
@@ -131,4 +132,38 @@ func readToolCallDelta(c string) (idx, id, name, args string) {
 		}
 	}
 	return idx, id, field(fn, "name"), field(fn, "arguments")
+}
+
+// chatCompletion is what the writers read of a whole chat completion: its
+// top-level members and its first choice (a translated client asked for
+// one).
+type chatCompletion struct {
+	chatTop
+	choice string // the first choice
+	a      answer // its message and finish_reason
+	calls  string // its message's tool_calls
+	u      usage
+}
+
+func (cc *chatCompletion) read(s string) {
+	cc.chatTop = readChatTop(s)
+	ci, _ := arrIter(cc.choices)
+	if c, ok := ci.elem(); ok {
+		cc.choice = c
+		cc.calls = cc.a.readChatMessage(field(c, "message"))
+		if f := field(c, "finish_reason"); isStr(f) {
+			cc.a.stop = chatFinish(f)
+		}
+	}
+	cc.u.readChat(cc.usage)
+}
+
+// readChatCall reads one of a message's tool_calls: its id ("" unless a
+// string) and its function's name and arguments.
+func readChatCall(c string) (id, name, args string) {
+	fn := field(c, "function")
+	if id = field(c, "id"); !isStr(id) {
+		id = ""
+	}
+	return id, field(fn, "name"), field(fn, "arguments")
 }

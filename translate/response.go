@@ -174,48 +174,24 @@ func (a *answer) readChatMessage(m string) (calls string) {
 }
 
 func chatResponseToMessages(dst []byte, s string, prefilled bool) []byte {
-	var id, model, choices, usageV string
-	it, _ := objIter(s)
-	for {
-		k, v, ok := it.next()
-		if !ok {
-			break
-		}
-		switch k {
-		case "id":
-			id = v
-		case "model":
-			model = v
-		case "choices":
-			choices = v
-		case "usage":
-			usageV = v
-		}
-	}
-	var a answer
-	var calls string
-	ci, _ := arrIter(choices)
-	if c, ok := ci.elem(); ok {
-		calls = a.readChatMessage(field(c, "message"))
-		if f := field(c, "finish_reason"); isStr(f) {
-			a.stop = chatFinish(f)
-		}
-		matched := field(c, "stop_reason")
+	var cc chatCompletion
+	cc.read(s)
+	a, calls, u := &cc.a, cc.calls, &cc.u
+	if cc.choice != "" {
+		matched := field(cc.choice, "stop_reason")
 		if !isStr(matched) {
-			matched = field(c, "matched_stop")
+			matched = field(cc.choice, "matched_stop")
 		}
 		if a.stop == stopEnd && isStr(matched) && !emptyStr(matched) {
 			a.stop, a.stopSeq = stopSeq, matched
 		}
 	}
 	a.split(prefilled)
-	var u usage
-	u.readChat(usageV)
 
 	dst = append(dst, `{"id":`...)
-	dst = appendID(dst, Messages, []byte(str(id)))
+	dst = appendID(dst, Messages, []byte(str(cc.id)))
 	dst = append(dst, `,"type":"message","role":"assistant","model":`...)
-	dst = appendModel(dst, model)
+	dst = appendModel(dst, cc.model)
 	dst = append(dst, `,"content":[`...)
 	if a.hasReasoning() {
 		dst = append(dst, `{"type":"thinking","thinking":`...)
@@ -235,22 +211,18 @@ func chatResponseToMessages(dst []byte, s string, prefilled bool) []byte {
 			if !ok {
 				break
 			}
-			fn := field(c, "function")
+			idLit, name, args := readChatCall(c)
 			dst = sep(dst)
 			dst = append(dst, `{"type":"tool_use","id":`...)
-			idLit := field(c, "id")
-			if !isStr(idLit) {
-				idLit = ""
-			}
 			dst = appendToolID(dst, []byte(idLit), Messages)
 			dst = append(dst, `,"name":`...)
-			if n := field(fn, "name"); isStr(n) {
-				dst = append(dst, n...)
+			if isStr(name) {
+				dst = append(dst, name...)
 			} else {
 				dst = append(dst, `""`...)
 			}
 			dst = append(dst, `,"input":`...)
-			dst = appendArgsObject(dst, field(fn, "arguments"))
+			dst = appendArgsObject(dst, args)
 			dst = append(dst, '}')
 		}
 	}

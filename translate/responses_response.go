@@ -20,40 +20,12 @@ func responsesResponse(dst []byte, s string, upstream Format, req *Request, pref
 }
 
 func chatToResponses(dst []byte, s string, req *Request, prefilled bool) []byte {
-	var id, model, created, choices, usageV string
-	it, _ := objIter(s)
-	for {
-		k, v, ok := it.next()
-		if !ok {
-			break
-		}
-		switch k {
-		case "id":
-			id = v
-		case "model":
-			model = v
-		case "created":
-			created = v
-		case "choices":
-			choices = v
-		case "usage":
-			usageV = v
-		}
-	}
-	var a answer
-	var calls string
-	ci, _ := arrIter(choices)
-	if c, ok := ci.elem(); ok {
-		calls = a.readChatMessage(field(c, "message"))
-		if f := field(c, "finish_reason"); isStr(f) {
-			a.stop = chatFinish(f)
-		}
-	}
+	var cc chatCompletion
+	cc.read(s)
+	a, calls, u := &cc.a, cc.calls, &cc.u
 	a.split(prefilled)
-	var u usage
-	u.readChat(usageV)
 	stop := a.finalStop()
-	t, ok := toInt(created)
+	t, ok := toInt(cc.created)
 	if !ok {
 		t = now().Unix()
 	}
@@ -95,8 +67,8 @@ func chatToResponses(dst []byte, s string, req *Request, prefilled bool) []byte 
 	}
 
 	var idb [48]byte
-	base := appendIDBase(idb[:0], id)
-	dst = appendRespHead(dst, base, t, model)
+	base := appendIDBase(idb[:0], cc.id)
+	dst = appendRespHead(dst, base, t, cc.model)
 	if reason != "" {
 		i, st := next()
 		dst = appendReasoningItem(dst, base, i, reason, req.resp.encrypted, st)
@@ -112,8 +84,7 @@ func chatToResponses(dst []byte, s string, req *Request, prefilled bool) []byte 
 			if !ok {
 				break
 			}
-			fn := field(c, "function")
-			args := field(fn, "arguments")
+			idLit, name, args := readChatCall(c)
 			switch {
 			case isStr(args):
 			case isObj(args): // some servers send the object itself
@@ -122,17 +93,13 @@ func chatToResponses(dst []byte, s string, req *Request, prefilled bool) []byte 
 				args = `"{}"`
 			}
 			toolBytes += int64(len(args) - 2)
-			idLit := field(c, "id")
-			if !isStr(idLit) {
-				idLit = ""
-			}
 			i, st := next()
-			dst = appendCallItem(dst, base, i, []byte(idLit), inner(field(fn, "name")), req.resp.namespaces, inner(args), st)
+			dst = appendCallItem(dst, base, i, []byte(idLit), inner(name), req.resp.namespaces, inner(args), st)
 		}
 	}
 	dst = appendRespTail(dst, &req.resp, stop, nil)
 	dst = append(dst, `,"usage":`...)
-	dst = appendRespUsage(dst, &u, u.reasoningTokens(a.reasonLen(), a.textLen()+toolBytes))
+	dst = appendRespUsage(dst, u, u.reasoningTokens(a.reasonLen(), a.textLen()+toolBytes))
 	return append(dst, '}')
 }
 
