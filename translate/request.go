@@ -114,6 +114,36 @@ func needString(v, path string) *Error {
 	return nil
 }
 
+// commonMembers are the request members every client format spells and
+// checks alike; each reader takes them with one case:
+//
+//	case "model", "stream", "temperature", "top_p":
+//		err = c.read(k, v)
+type commonMembers struct {
+	model, temperature, topP string // raw
+	stream                   bool
+}
+
+// read takes one of the common members. temperature and top_p are held to
+// 0-1 on every endpoint (what a messages upstream accepts), so a request
+// means the same whichever upstream serves it.
+func (c *commonMembers) read(k, v string) *Error {
+	switch k {
+	case "model":
+		c.model = v
+	case "stream":
+		c.stream = v == "true"
+		return checkBool(v, k)
+	case "temperature":
+		c.temperature = v
+		return checkRange(v, k, 0, 1)
+	case "top_p":
+		c.topP = v
+		return checkRange(v, k, 0, 1)
+	}
+	return nil
+}
+
 func checkModel(v string) *Error {
 	if !isStr(v) || emptyStr(v) {
 		return badRequest("model: must be a non-empty string")

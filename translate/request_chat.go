@@ -9,12 +9,12 @@ package translate
 
 func messagesToChat(dst []byte, s string, cfg *Config) ([]byte, Request, *Error) {
 	var (
-		model, messages, system, stop, temperature, topP, topK, user, tools, toolChoice string
-		schema                                                                          string
-		maxTokens                                                                       int64
-		req                                                                             Request
-		r                                                                               reasoning
-		err                                                                             *Error
+		messages, system, stop, topK, user, tools, toolChoice, schema string
+		c                                                             commonMembers
+		maxTokens                                                     int64
+		req                                                           Request
+		r                                                             reasoning
+		err                                                           *Error
 	)
 	it, _ := objIter(s)
 	for {
@@ -29,8 +29,8 @@ func messagesToChat(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 			continue
 		}
 		switch k {
-		case "model":
-			model = v
+		case "model", "stream", "temperature", "top_p":
+			err = c.read(k, v)
 		case "max_tokens":
 			if maxTokens, err = readMaxTokens(v, "max_tokens"); err != nil {
 				return dst, req, err
@@ -42,15 +42,6 @@ func messagesToChat(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 		case "stop_sequences":
 			err = stopList(v, "stop_sequences")
 			stop = v
-		case "stream":
-			err = checkBool(v, "stream")
-			req.Stream = v == "true"
-		case "temperature":
-			err = checkRange(v, "temperature", 0, 1)
-			temperature = v
-		case "top_p":
-			err = checkRange(v, "top_p", 0, 1)
-			topP = v
 		case "top_k":
 			err = checkTopK(v)
 			topK = v
@@ -83,7 +74,8 @@ func messagesToChat(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 			return dst, req, err
 		}
 	}
-	if err = checkModel(model); err != nil {
+	req.Stream = c.stream
+	if err = checkModel(c.model); err != nil {
 		return dst, req, err
 	}
 	if maxTokens == 0 {
@@ -99,7 +91,7 @@ func messagesToChat(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 	r.fix(cfg.Dialect(), &maxTokens)
 
 	dst = append(dst, `{"model":`...)
-	dst = append(dst, model...)
+	dst = append(dst, c.model...)
 	dst = append(dst, `,"messages":[`...)
 	if dst, err = appendSystemChat(dst, system, "system"); err != nil {
 		return dst, req, err
@@ -124,11 +116,11 @@ func messagesToChat(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 			dst = append(dst, stop...)
 		}
 	}
-	if !isNull(temperature) {
-		dst = appendRawMember(dst, "temperature", temperature)
+	if !isNull(c.temperature) {
+		dst = appendRawMember(dst, "temperature", c.temperature)
 	}
-	if !isNull(topP) {
-		dst = appendRawMember(dst, "top_p", topP)
+	if !isNull(c.topP) {
+		dst = appendRawMember(dst, "top_p", c.topP)
 	}
 	if !isNull(topK) && !cfg.OmitTopK {
 		dst = appendRawMember(dst, "top_k", topK)

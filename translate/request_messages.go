@@ -4,12 +4,13 @@ package translate
 
 func chatToMessages(dst []byte, s string, cfg *Config) ([]byte, Request, *Error) {
 	var (
-		model, messages, stop, temperature, topP, topK, user, tools, toolChoice string
-		maxTokens                                                               int64
-		noParallel                                                              bool
-		req                                                                     Request
-		r                                                                       reasoning
-		err                                                                     *Error
+		messages, stop, topK, user, tools, toolChoice string
+		c                                             commonMembers
+		maxTokens                                     int64
+		noParallel                                    bool
+		req                                           Request
+		r                                             reasoning
+		err                                           *Error
 	)
 	it, _ := objIter(s)
 	for {
@@ -24,8 +25,8 @@ func chatToMessages(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 			continue
 		}
 		switch k {
-		case "model":
-			model = v
+		case "model", "stream", "temperature", "top_p":
+			err = c.read(k, v)
 		case "messages":
 			messages = v
 		case "max_tokens", "max_completion_tokens":
@@ -39,9 +40,6 @@ func chatToMessages(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 			if maxTokens == 0 || k == "max_completion_tokens" {
 				maxTokens = n
 			}
-		case "stream":
-			err = checkBool(v, "stream")
-			req.Stream = v == "true"
 		case "stream_options":
 			if isObj(v) {
 				req.IncludeUsage = field(v, "include_usage") == "true"
@@ -51,12 +49,6 @@ func chatToMessages(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 		case "stop":
 			err = stopList(v, "stop")
 			stop = v
-		case "temperature":
-			err = checkRange(v, "temperature", 0, 1)
-			temperature = v
-		case "top_p":
-			err = checkRange(v, "top_p", 0, 1)
-			topP = v
 		case "top_k":
 			err = checkTopK(v)
 			topK = v
@@ -79,7 +71,8 @@ func chatToMessages(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 			return dst, req, err
 		}
 	}
-	if err = checkModel(model); err != nil {
+	req.Stream = c.stream
+	if err = checkModel(c.model); err != nil {
 		return dst, req, err
 	}
 	if !isArr(messages) {
@@ -95,7 +88,7 @@ func chatToMessages(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 	r.fix(cfg.Dialect(), &maxTokens)
 
 	dst = append(dst, `{"model":`...)
-	dst = append(dst, model...)
+	dst = append(dst, c.model...)
 	dst = append(dst, `,"max_tokens":`...)
 	dst = appendInt(dst, maxTokens)
 	dst = append(dst, `,"messages":[`...)
@@ -121,11 +114,11 @@ func chatToMessages(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 			dst = append(dst, stop...)
 		}
 	}
-	if !isNull(temperature) {
-		dst = appendRawMember(dst, "temperature", temperature)
+	if !isNull(c.temperature) {
+		dst = appendRawMember(dst, "temperature", c.temperature)
 	}
-	if !isNull(topP) {
-		dst = appendRawMember(dst, "top_p", topP)
+	if !isNull(c.topP) {
+		dst = appendRawMember(dst, "top_p", c.topP)
 	}
 	if !isNull(topK) {
 		dst = appendRawMember(dst, "top_k", topK)

@@ -17,11 +17,12 @@ func validJSON(s string) bool { return gjson.Valid(s) }
 // (the field rule, fields.go).
 func passRequest(client Format, dst []byte, s string, cfg *Config) ([]byte, Request, *Error) {
 	var (
-		req                   Request
-		r                     reasoning
-		model, messages, opts string
-		maxTokens             int64
-		err                   *Error
+		req            Request
+		r              reasoning
+		c              commonMembers
+		messages, opts string
+		maxTokens      int64
+		err            *Error
 	)
 	chat := client == Chat
 	dst = append(dst, '{')
@@ -38,17 +39,10 @@ func passRequest(client Format, dst []byte, s string, cfg *Config) ([]byte, Requ
 			continue
 		}
 		switch k {
-		case "model":
-			model = v
+		case "model", "stream", "temperature", "top_p":
+			err = c.read(k, v)
 		case "messages":
 			messages = v
-		case "stream":
-			err = checkBool(v, "stream")
-			req.Stream = v == "true"
-		case "temperature":
-			err = checkRange(v, "temperature", 0, 1)
-		case "top_p":
-			err = checkRange(v, "top_p", 0, 1)
 		case "top_k":
 			err = checkTopK(v)
 		case "stop", "stop_sequences":
@@ -91,7 +85,8 @@ func passRequest(client Format, dst []byte, s string, cfg *Config) ([]byte, Requ
 		}
 		dst = appendRawMember(dst, k, v)
 	}
-	if err = checkModel(model); err != nil {
+	req.Stream = c.stream
+	if err = checkModel(c.model); err != nil {
 		return dst, req, err
 	}
 	if !isArr(messages) {

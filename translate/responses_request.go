@@ -93,12 +93,12 @@ func responsesRequest(dst []byte, s string, cfg *Config) ([]byte, Request, *Erro
 // the client's reasoning_effort.
 func responsesToChat(dst []byte, s string, cfg *Config, final bool) ([]byte, Request, *Error) {
 	var (
-		model, input, instructions, tools, toolChoice, text, reasoningV, include string
-		temperature, topP                                                        string
-		req                                                                      Request
-		o                                                                        respOptions
-		r                                                                        reasoning
-		err                                                                      *Error
+		input, instructions, tools, toolChoice, text, reasoningV, include string
+		c                                                                 commonMembers
+		req                                                               Request
+		o                                                                 respOptions
+		r                                                                 reasoning
+		err                                                               *Error
 	)
 	it, _ := objIter(s)
 	for {
@@ -107,8 +107,8 @@ func responsesToChat(dst []byte, s string, cfg *Config, final bool) ([]byte, Req
 			break
 		}
 		switch k {
-		case "model":
-			model = v
+		case "model", "stream", "temperature", "top_p":
+			err = c.read(k, v)
 		case "input":
 			input = v
 		case "instructions":
@@ -124,21 +124,12 @@ func responsesToChat(dst []byte, s string, cfg *Config, final bool) ([]byte, Req
 			if !isNull(v) {
 				o.maxOutput, err = readMaxTokens(v, k)
 			}
-		case "temperature":
-			err = checkRange(v, k, 0, 1)
-			temperature = v
-		case "top_p":
-			err = checkRange(v, k, 0, 1)
-			topP = v
 		case "text":
 			text = v
 		case "reasoning":
 			reasoningV = v
 		case "include":
 			include = v
-		case "stream":
-			err = checkBool(v, k)
-			req.Stream = v == "true"
 		default:
 			// previous_response_id, conversation, background and stored
 			// prompts need server state: refused. store, metadata, user,
@@ -150,7 +141,8 @@ func responsesToChat(dst []byte, s string, cfg *Config, final bool) ([]byte, Req
 			return dst, req, err
 		}
 	}
-	if err = checkModel(model); err != nil {
+	req.Stream = c.stream
+	if err = checkModel(c.model); err != nil {
 		return dst, req, err
 	}
 	if !isStr(input) && !isArr(input) {
@@ -183,7 +175,7 @@ func responsesToChat(dst []byte, s string, cfg *Config, final bool) ([]byte, Req
 	}
 
 	dst = append(dst, `{"model":`...)
-	dst = append(dst, model...)
+	dst = append(dst, c.model...)
 	dst = append(dst, `,"messages":[`...)
 	if dst, err = appendInputChat(dst, input, instructions); err != nil {
 		return dst, req, err
@@ -199,11 +191,11 @@ func responsesToChat(dst []byte, s string, cfg *Config, final bool) ([]byte, Req
 			dst = append(dst, `,"stream_options":{"include_usage":true}`...)
 		}
 	}
-	if !isNull(temperature) {
-		dst = appendRawMember(dst, "temperature", temperature)
+	if !isNull(c.temperature) {
+		dst = appendRawMember(dst, "temperature", c.temperature)
 	}
-	if !isNull(topP) {
-		dst = appendRawMember(dst, "top_p", topP)
+	if !isNull(c.topP) {
+		dst = appendRawMember(dst, "top_p", c.topP)
 	}
 	if dst, err = o.appendTools(dst, tools, toolChoice); err != nil {
 		return dst, req, err
