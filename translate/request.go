@@ -144,6 +144,13 @@ func (c *commonMembers) read(k, v string) *Error {
 	return nil
 }
 
+// finish ends the reading: it sets req.Stream and checks the model, the
+// first thing every reader checks once it has seen all members.
+func (c *commonMembers) finish(req *Request) *Error {
+	req.Stream = c.stream
+	return checkModel(c.model)
+}
+
 func checkModel(v string) *Error {
 	if !isStr(v) || emptyStr(v) {
 		return badRequest("model: must be a non-empty string")

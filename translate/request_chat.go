@@ -74,8 +74,7 @@ func messagesToChat(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 			return dst, req, err
 		}
 	}
-	req.Stream = c.stream
-	if err = checkModel(c.model); err != nil {
+	if err = c.finish(&req); err != nil {
 		return dst, req, err
 	}
 	if maxTokens == 0 {

@@ -85,8 +85,7 @@ func passRequest(client Format, dst []byte, s string, cfg *Config) ([]byte, Requ
 		}
 		dst = appendRawMember(dst, k, v)
 	}
-	req.Stream = c.stream
-	if err = checkModel(c.model); err != nil {
+	if err = c.finish(&req); err != nil {
 		return dst, req, err
 	}
 	if !isArr(messages) {

@@ -141,8 +141,7 @@ func responsesToChat(dst []byte, s string, cfg *Config, final bool) ([]byte, Req
 			return dst, req, err
 		}
 	}
-	req.Stream = c.stream
-	if err = checkModel(c.model); err != nil {
+	if err = c.finish(&req); err != nil {
 		return dst, req, err
 	}
 	if !isStr(input) && !isArr(input) {
