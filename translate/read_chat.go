@@ -55,6 +55,19 @@ func chunkChoicesOf(raw string) chunkChoices {
 	return chunkChoices{it}
 }
 
+// nextOfFirst returns the next element of the first choice (index 0, or
+// none): a translated client asked for one choice.
+func (cs *chunkChoices) nextOfFirst() (c chunkChoice, ok bool) {
+	for {
+		if c, ok = cs.next(); !ok {
+			return c, false
+		}
+		if n, isInt := toInt(c.index); !isInt || n == 0 {
+			return c, true
+		}
+	}
+}
+
 func (cs *chunkChoices) next() (c chunkChoice, ok bool) {
 	raw, ok := cs.it.elem()
 	if !ok {

@@ -147,12 +147,9 @@ func (s *Stream) respChunk(d string) {
 	}
 	cs := chunkChoicesOf(t.choices)
 	for {
-		c, ok := cs.next()
+		c, ok := cs.nextOfFirst()
 		if !ok {
 			return
-		}
-		if n, ok := toInt(c.index); ok && n != 0 {
-			continue // one choice
 		}
 		if isObj(c.delta) {
 			s.respDelta(c.delta)

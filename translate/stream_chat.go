@@ -22,12 +22,9 @@ func (s *Stream) chatChunk(d string) {
 	}
 	cs := chunkChoicesOf(t.choices)
 	for {
-		c, ok := cs.next()
+		c, ok := cs.nextOfFirst()
 		if !ok {
 			return
-		}
-		if n, ok := toInt(c.index); ok && n != 0 {
-			continue // a messages client asked for one choice
 		}
 		if isObj(c.deltaOrMessage) {
 			s.chatDelta(c.deltaOrMessage)
