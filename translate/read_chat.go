@@ -12,12 +12,13 @@ type chatTop struct {
 	id, model, created, choices, usage, err string
 }
 
-func readChatTop(s string) (t chatTop) {
+func (t *chatTop) read(s string) {
+	*t = chatTop{}
 	it, _ := objIter(s)
 	for {
 		k, v, ok := it.next()
 		if !ok {
-			return t
+			return
 		}
 		switch k {
 		case "id":
@@ -55,43 +56,40 @@ func chunkChoicesOf(raw string) chunkChoices {
 	return chunkChoices{it}
 }
 
-// nextOfFirst returns the next element of the first choice (index 0, or
-// none): a translated client asked for one choice.
-func (cs *chunkChoices) nextOfFirst() (c chunkChoice, ok bool) {
+// next reads into c the next element of the first choice (index 0, or
+// none): a translated client asked for one choice. It reports false at the
+// end. (The readers fill the caller's value: on the hot path that is
+// measurably cheaper than returning these structs.)
+func (cs *chunkChoices) next(c *chunkChoice) bool {
 	for {
-		if c, ok = cs.next(); !ok {
-			return c, false
-		}
-		if n, isInt := toInt(c.index); !isInt || n == 0 {
-			return c, true
-		}
-	}
-}
-
-func (cs *chunkChoices) next() (c chunkChoice, ok bool) {
-	raw, ok := cs.it.elem()
-	if !ok {
-		return c, false
-	}
-	it, _ := objIter(raw)
-	for {
-		k, v, ok := it.next()
+		raw, ok := cs.it.elem()
 		if !ok {
-			return c, true
+			return false
 		}
-		switch k {
-		case "index":
-			c.index = v
-		case "delta":
-			c.delta, c.deltaOrMessage = v, v
-		case "message":
-			c.deltaOrMessage = v
-		case "finish_reason":
-			c.finish = v
-		case "stop_reason", "matched_stop":
-			if isStr(v) {
-				c.matched = v
+		*c = chunkChoice{}
+		it, _ := objIter(raw)
+		for {
+			k, v, ok := it.next()
+			if !ok {
+				break
 			}
+			switch k {
+			case "index":
+				c.index = v
+			case "delta":
+				c.delta, c.deltaOrMessage = v, v
+			case "message":
+				c.deltaOrMessage = v
+			case "finish_reason":
+				c.finish = v
+			case "stop_reason", "matched_stop":
+				if isStr(v) {
+					c.matched = v
+				}
+			}
+		}
+		if n, ok := toInt(c.index); !ok || n == 0 {
+			return true
 		}
 	}
 }
@@ -101,12 +99,13 @@ type chunkDelta struct {
 	content, reasoningContent, reasoning, refusal, toolCalls, functionCall string
 }
 
-func readChunkDelta(d string) (x chunkDelta) {
+func (x *chunkDelta) read(d string) {
+	*x = chunkDelta{}
 	it, _ := objIter(d)
 	for {
 		k, v, ok := it.next()
 		if !ok {
-			return x
+			return
 		}
 		switch k {
 		case "content":
@@ -159,7 +158,7 @@ type chatCompletion struct {
 }
 
 func (cc *chatCompletion) read(s string) {
-	cc.chatTop = readChatTop(s)
+	cc.chatTop.read(s)
 	ci, _ := arrIter(cc.choices)
 	if c, ok := ci.elem(); ok {
 		cc.choice = c

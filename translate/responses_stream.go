@@ -136,7 +136,8 @@ func (s *Stream) respDrain(dst []byte) []byte {
 // respChunk takes one chat completion chunk.
 func (s *Stream) respChunk(d string) {
 	x := s.rx
-	t := readChatTop(d)
+	var t chatTop
+	t.read(d)
 	if !isNull(t.err) {
 		s.respFail(streamError(d))
 		return
@@ -146,11 +147,8 @@ func (s *Stream) respChunk(d string) {
 		x.u.readChat(t.usage)
 	}
 	cs := chunkChoicesOf(t.choices)
-	for {
-		c, ok := cs.nextOfFirst()
-		if !ok {
-			return
-		}
+	var c chunkChoice
+	for cs.next(&c) {
 		if isObj(c.delta) {
 			s.respDelta(c.delta)
 		}
@@ -164,7 +162,8 @@ func (s *Stream) respChunk(d string) {
 // respDelta takes a delta of the inner chat writer, whose reasoning is
 // always reasoning_content.
 func (s *Stream) respDelta(d string) {
-	x := readChunkDelta(d)
+	var x chunkDelta
+	x.read(d)
 	if isStr(x.reasoningContent) && !emptyStr(x.reasoningContent) {
 		s.respText(riReasoning, x.reasoningContent)
 	}

@@ -6,7 +6,8 @@ package translate
 
 // chatChunk translates one chat.completion.chunk for a messages client.
 func (s *Stream) chatChunk(d string) {
-	t := readChatTop(d)
+	var t chatTop
+	t.read(d)
 	if !isNull(t.err) {
 		s.fail(streamError(d))
 		return
@@ -21,11 +22,8 @@ func (s *Stream) chatChunk(d string) {
 		s.mStart()
 	}
 	cs := chunkChoicesOf(t.choices)
-	for {
-		c, ok := cs.nextOfFirst()
-		if !ok {
-			return
-		}
+	var c chunkChoice
+	for cs.next(&c) {
 		if isObj(c.deltaOrMessage) {
 			s.chatDelta(c.deltaOrMessage)
 		}
@@ -45,7 +43,8 @@ func (s *Stream) chatChunk(d string) {
 }
 
 func (s *Stream) chatDelta(delta string) {
-	x := readChunkDelta(delta)
+	var x chunkDelta
+	x.read(delta)
 	// Servers that fill both fields fill them with the same text.
 	if isStr(x.reasoningContent) && !emptyStr(x.reasoningContent) {
 		s.onReasoning(x.reasoningContent)
