@@ -141,6 +141,7 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	if ent == nil {
 		return err
 	}
+	stripCredentials(r.Header)
 	if ep == epModels || ep == epModel {
 		return g.serveModels(w, r, ep, modelID, format, ent, now)
 	}
@@ -333,6 +334,18 @@ func (g *Gate) clientGone(w http.ResponseWriter, ent *accounts.Entitlement) erro
 	}
 	w.WriteHeader(499)
 	return nil
+}
+
+// stripCredentials removes the client's credential headers once the gate
+// has read the key, so that nothing after it (translate, reverse_proxy)
+// passes the user's key to the model server. Authorization goes whatever it
+// holds: the upstream gets only what the Caddyfile gives it (header_up
+// Authorization "Bearer {env.MODEL_SERVER_KEY}" for a server that needs its
+// own key). Caddy's access log records the request as it arrived, before
+// any handler; the log filter of Caddyfile.example keeps keys out of it.
+func stripCredentials(h http.Header) {
+	delete(h, "X-Api-Key")
+	delete(h, "Authorization")
 }
 
 // credential returns the key from x-api-key or Authorization: Bearer.
