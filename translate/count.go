@@ -325,10 +325,21 @@ func textTokens(lit string) int64 {
 	s := inner(lit)
 	high, lead := 0, 0
 	i := 0
+	for ; i+32 <= len(s); i += 32 {
+		// Four words at a time: ASCII text, the usual case, costs one test.
+		a, b, c, d := word(s[i:i+8]), word(s[i+8:i+16]), word(s[i+16:i+24]), word(s[i+24:i+32])
+		if (a|b|c|d)&highBits == 0 {
+			continue
+		}
+		for _, w := range [4]uint64{a, b, c, d} {
+			h := w & highBits
+			high += bits.OnesCount64(h)
+			lead += bits.OnesCount64(h & (w << 1))
+		}
+	}
 	for ; i+8 <= len(s); i += 8 {
-		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
-		if h := w & highBits; h != 0 {
+		if w := word(s[i : i+8]); w&highBits != 0 {
+			h := w & highBits
 			high += bits.OnesCount64(h)
 			lead += bits.OnesCount64(h & (w << 1))
 		}
@@ -344,12 +355,25 @@ func textTokens(lit string) int64 {
 	return int64(len(s)-high+3)/4 + int64(lead)
 }
 
+// word reads eight bytes, little-endian (one load: the slice's length is
+// known).
+func word(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
 // imageTokens estimates an image block from its source.
 func imageTokens(source string) int64 {
 	if !strEq(field(source, "type"), "base64") {
 		return tokensImage
 	}
-	data := field(source, "data")
+	return base64ImageTokens(field(source, "data"))
+}
+
+// base64ImageTokens estimates an image from the data of a base64 source (a
+// string literal).
+func base64ImageTokens(data string) int64 {
 	if !isStr(data) {
 		return tokensImage
 	}
@@ -358,6 +382,32 @@ func imageTokens(source string) int64 {
 		return tokensImage
 	}
 	return pixelTokens(w, h)
+}
+
+// tally is the estimate made on the way by the messages → chat translation
+// (request_chat.go), which visits every value the counter counts: it adds
+// the same terms as the counter, at the same places, without a second walk
+// of the body. Text is counted only when on (a streamed request); the other
+// terms cost nothing. The translation reads the last of duplicate members
+// (the first of a content block's), where the counter counts every copy;
+// that is the only way the two can differ (count_test.go).
+type tally struct {
+	on bool
+	n  int64
+}
+
+// text adds a string literal.
+func (t *tally) text(lit string) {
+	if t.on {
+		t.n += textTokens(lit)
+	}
+}
+
+// image adds a base64 image from its data literal.
+func (t *tally) image(data string) {
+	if t.on {
+		t.n += base64ImageTokens(data)
+	}
 }
 
 // pixelTokens is the messages API's image cost: w×h/750 after the image is

@@ -9,12 +9,14 @@ import (
 	"image/jpeg"
 	"image/png"
 	"math/rand/v2"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 )
 
 // textTokensSlow is the rule of textTokens written plainly: a token per
@@ -270,6 +272,132 @@ func TestMessageStartInputEstimate(t *testing.T) {
 }
 
 func gjsonInt(doc, path string) int64 { return gjson.Get(doc, path).Int() }
+
+// The estimate a streamed messages → chat translation makes on the way is
+// the number CountTokens gives for the same body, for every request
+// fixture, the captured Claude Code requests and bodies made here to reach
+// each kind of content; and the translation still allocates nothing.
+func TestTranslationEstimateIsCountTokens(t *testing.T) {
+	png := encodeImage(t, "png", 750, 100)
+	jpg := encodeImage(t, "jpeg", 2000, 1500)
+	para := `"The linker could not find \"init_module\"; check the Makefile. 日本語のテキスト, naïve café.\n"`
+	bodies := map[string]string{}
+	for _, p := range fixtures(t, "requests", ".in.json") {
+		b := readFile(t, p)
+		if gjson.GetBytes(b, "messages.0.role").Exists() && gjson.GetBytes(b, "max_tokens").Exists() &&
+			!gjson.GetBytes(b, "messages.#(role==\"tool\")").Exists() && !gjson.GetBytes(b, "tools.0.function").Exists() {
+			bodies[filepath.Base(p)] = string(b)
+		}
+	}
+	if len(bodies) < 3 {
+		t.Fatalf("want the messages request fixtures, found %d", len(bodies))
+	}
+	for _, fx := range claudeCodeFixtures(t) {
+		bodies[fx.name] = string(fx.body)
+	}
+	hand := func(name, extra, messages string) {
+		bodies[name] = `{"model":"m","max_tokens":64` + extra + `,"messages":[` + messages + `]}`
+	}
+	hand("system string", `,"system":`+para, `{"role":"user","content":`+para+`}`)
+	hand("system blocks", `,"system":[{"type":"text","text":`+para+`,"cache_control":{"type":"ephemeral"}},{"type":"text","text":"","cache_control":{"type":"ephemeral"}},{"text":"Be brief.","type":"text"}]`,
+		`{"role":"user","content":[{"type":"text","text":"hi"}]}`)
+	hand("system empty", `,"system":""`, `{"role":"user","content":"x"}`)
+	hand("system null", `,"system":null`, `{"role":"user","content":"x"}`)
+	hand("system no text", `,"system":[{"type":"text","text":""}]`, `{"role":"user","content":"x"}`)
+	hand("system-role messages", ``, `{"role":"system","content":"Stay on task."},{"role":"user","content":"a"},
+		{"role":"system","content":[{"type":"text","text":`+para+`},{"type":"text","text":""}]},{"role":"system","content":""}`)
+	hand("images", ``, `{"role":"user","content":[
+		{"type":"text","text":"Compare these."},
+		{"type":"image","source":{"type":"base64","media_type":"image/png","data":"`+png+`"}},
+		{"source":{"data":"`+jpg+`","media_type":"image/jpeg","type":"base64"},"type":"image","cache_control":{"type":"ephemeral"}},
+		{"type":"image","source":{"type":"base64","media_type":"image/webp","data":"`+webp("VP8X", 300, 200)+`"}},
+		{"type":"image","source":{"type":"base64","media_type":"image/png","data":"bm90IGFuIGltYWdl"}},
+		{"type":"image","source":{"type":"url","url":"https://example.com/cat.jpg"}}]}`)
+	hand("documents", ``, `{"role":"user","content":[
+		{"type":"document","source":{"type":"text","media_type":"text/plain","data":`+para+`},"title":"notes"},
+		{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0xLjQK"}},
+		{"type":"document","source":{"type":"content","content":[{"type":"text","text":"one"},{"type":"text","text":"two"}]}},
+		{"type":"document","source":{"type":"content","content":"three"}}]}`)
+	toolsJSON := `,"tools":[{"name":"run_shell","description":"Run a shell command","input_schema":{"type":"object","properties":{"cmd":{"type":"string"}},"required":["cmd"]}},
+		{"input_schema":{"type":"object"},"name":"noop","cache_control":{"type":"ephemeral"}},{"name":"bare"}],"tool_choice":{"type":"auto"}`
+	calls := `{"role":"user","content":"Build it."},
+		{"role":"assistant","content":[
+			{"type":"thinking","thinking":"Look at the Makefile first.","signature":"EqQBCgIYAhIM"},
+			{"type":"redacted_thinking","data":"c2VjcmV0"},
+			{"type":"text","text":"I'll check."},{"type":"text","text":""},
+			{"type":"tool_use","id":"call_1","name":"run_shell","input":{"cmd":"cat Makefile"}},
+			{"input":null,"name":"noop","id":"call_2","type":"tool_use"},
+			{"type":"tool_use","id":"call_3","name":"bare"}]},
+		{"role":"user","content":[
+			{"type":"tool_result","tool_use_id":"call_1","content":` + para + `},
+			{"content":[{"type":"text","text":"done"},{"type":"text","text":"日本"},
+				{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + png + `"}},
+				{"type":"document","source":{"type":"text","media_type":"text/plain","data":"log"}}],"tool_use_id":"call_2","type":"tool_result"},
+			{"type":"tool_result","tool_use_id":"call_3","is_error":true},
+			{"type":"tool_result","tool_use_id":"call_4","content":null},
+			{"type":"tool_result","tool_use_id":"call_5","content":""},
+			{"type":"tool_result","tool_use_id":"call_6","content":[{"type":"image","source":{"type":"url","url":"https://example.com/x.png"}}]},
+			{"type":"text","text":"Go on."}]},
+		{"role":"assistant","content":"Done: 日本語."},
+		{"role":"user","content":[]}`
+	hand("tools and calls", toolsJSON, calls)
+	hand("tool calls without tools", ``, calls)
+	hand("tools empty", `,"tools":[]`, `{"role":"user","content":"x"}`)
+	hand("tools null", `,"tools":null`, `{"role":"user","content":"x"}`)
+	hand("thinking on", `,"thinking":{"type":"enabled","budget_tokens":1024},"system":"s"`, calls)
+	hand("members first", `,"system":"s","tools":[{"name":"t"}]`, `{"content":"x","role":"user"}`)
+	bodies["members before the rest"] = `{"messages":[{"role":"user","content":"x"}],"tools":[{"name":"t"}],"system":[{"type":"text","text":"s"}],"model":"m","max_tokens":8}`
+	bodies["bench history"] = string(history(Messages, 20<<10))
+
+	cfg := Config{Upstream: Chat}
+	for name, body := range bodies {
+		body, err := sjson.Set(body, "stream", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, cerr := CountTokens([]byte(body))
+		if cerr != nil {
+			t.Fatalf("%s: CountTokens: %v", name, cerr)
+		}
+		_, req, terr := TranslateRequest(Messages, []byte(body), &cfg, nil)
+		if terr != nil {
+			t.Fatalf("%s: %v", name, terr)
+		}
+		if req.InputTokens != want {
+			t.Errorf("%s: Request.InputTokens = %d, CountTokens = %d", name, req.InputTokens, want)
+		}
+		if _, req, _ := TranslateValidRequest(Messages, []byte(body), &cfg, nil); req.InputTokens != want {
+			t.Errorf("%s: TranslateValidRequest: InputTokens = %d, CountTokens = %d", name, req.InputTokens, want)
+		}
+		buf := make([]byte, 0, 2*len(body)+4096)
+		b := []byte(body)
+		if n := testing.AllocsPerRun(20, func() { _, _, _ = TranslateValidRequest(Messages, b, &cfg, buf[:0]) }); n != 0 {
+			t.Errorf("%s: the translation allocates %v times", name, n)
+		}
+	}
+
+	// The one corner where they differ: duplicate members. The translation
+	// counts the copy it translates (the last of a request's or a message's
+	// members, the first of a content block's); CountTokens counts every
+	// copy. The difference is the dropped copies' tokens, no more.
+	for _, c := range []struct {
+		name, body string
+		diff       int64 // CountTokens - InputTokens
+	}{
+		{"two contents", `{"role":"user","content":"aaaaaaaaaaaa","content":"b"}`, 3},
+		{"two texts", `{"role":"user","content":[{"type":"text","text":"aaaa","text":"bbbbbbbbbbbb"}]}`, 3 - 1},
+	} {
+		body := `{"model":"m","max_tokens":8,"stream":true,"messages":[` + c.body + `]}`
+		want, _ := CountTokens([]byte(body))
+		_, req, err := TranslateRequest(Messages, []byte(body), &cfg, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if want-req.InputTokens != c.diff {
+			t.Errorf("%s: InputTokens %d, CountTokens %d; want a difference of %d", c.name, req.InputTokens, want, c.diff)
+		}
+	}
+}
 
 // FuzzCountTokens: any body, well-formed or not, is counted without a panic
 // and never below zero.

@@ -20,7 +20,8 @@ type Request struct {
 	Reasoning bool
 	// InputTokens estimates the prompt's tokens (count.go) for a streamed
 	// messages request to a chat upstream, which counts them only at the
-	// end: message_start reports the estimate, message_delta the count.
+	// end: message_start reports the estimate, message_delta the count. The
+	// translation makes it on the way (CountTokens gives the same number).
 	InputTokens int64
 	// resp is what a Responses client's answer needs (responses_request.go).
 	resp respOptions
@@ -79,9 +80,6 @@ func translateRequest(client Format, body []byte, cfg *Config, buf []byte, valid
 	}
 	if err != nil {
 		return buf[:mark], Request{}, err
-	}
-	if client == Messages && cfg.Upstream == Chat && req.Stream {
-		req.InputTokens = estimateMessages(s)
 	}
 	return out, req, nil
 }

@@ -88,14 +88,20 @@ func messagesToChat(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 	}
 	req.Reasoning = r.on
 	r.fix(cfg.Dialect(), &maxTokens)
+	// A streamed request's input tokens are estimated on the way (count.go):
+	// message_start reports them before the upstream has counted.
+	est := tally{on: req.Stream, n: tokensReply}
 
 	dst = append(dst, `{"model":`...)
 	dst = append(dst, c.model...)
 	dst = append(dst, `,"messages":[`...)
-	if dst, err = appendSystemChat(dst, system, "system"); err != nil {
+	if dst, err = appendSystemChat(dst, system, "system", &est); err != nil {
 		return dst, req, err
 	}
-	if dst, err = appendMessagesChat(dst, messages); err != nil {
+	if est.n > tokensReply {
+		est.n += tokensPerMessage
+	}
+	if dst, err = appendMessagesChat(dst, messages, &est); err != nil {
 		return dst, req, err
 	}
 	dst = append(dst, `],"max_tokens":`...)
@@ -127,8 +133,11 @@ func messagesToChat(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 	if user != "" {
 		dst = appendRawMember(dst, "user", user)
 	}
-	if dst, err = appendToolsChat(dst, tools, toolChoice); err != nil {
+	if dst, err = appendToolsChat(dst, tools, toolChoice, &est); err != nil {
 		return dst, req, err
+	}
+	if req.Stream {
+		req.InputTokens = est.n
 	}
 	if schema != "" {
 		dst = append(dst, `,"response_format":{"type":"json_schema","json_schema":{"name":"output","strict":true,"schema":`...)
@@ -194,12 +203,13 @@ func outputFormatChat(v, parent, name string) (string, *Error) {
 
 // appendSystemChat writes a system prompt (string or text blocks), the one
 // at path, as one system message; the blocks' cache_control is a hint,
-// dropped.
-func appendSystemChat(dst []byte, v, path string) ([]byte, *Error) {
+// dropped. Its text is added to est.
+func appendSystemChat(dst []byte, v, path string, est *tally) ([]byte, *Error) {
 	if isNull(v) || emptyStr(v) {
 		return dst, nil
 	}
 	if isStr(v) {
+		est.text(v)
 		dst = sep(dst)
 		dst = append(dst, `{"role":"system","content":`...)
 		dst = append(dst, v...)
@@ -223,9 +233,10 @@ func appendSystemChat(dst []byte, v, path string) ([]byte, *Error) {
 			return dst, badRequest(pathi(path, i) + ": only text blocks are allowed in system")
 		}
 		t := field(b, "text")
-		if err := needString(t, pathi(path, i)+".text"); err != nil {
-			return dst, err
+		if !isStr(t) { // (the path only on error: a long one is allocated)
+			return dst, badRequest(pathi(path, i) + ".text: must be a string")
 		}
+		est.text(t)
 		dst = appendJoinedInner(dst, t, `\n\n`, &first)
 	}
 	if len(dst) == body {
@@ -234,7 +245,7 @@ func appendSystemChat(dst []byte, v, path string) ([]byte, *Error) {
 	return append(dst, `"}`...), nil
 }
 
-func appendMessagesChat(dst []byte, v string) ([]byte, *Error) {
+func appendMessagesChat(dst []byte, v string, est *tally) ([]byte, *Error) {
 	it, _ := arrIter(v)
 	var err *Error
 	for i := 0; ; i++ {
@@ -246,6 +257,7 @@ func appendMessagesChat(dst []byte, v string) ([]byte, *Error) {
 		if !isObj(m) {
 			return dst, badRequest(path + ": must be an object")
 		}
+		est.n += tokensPerMessage
 		var role, content string
 		mi, _ := objIter(m)
 		for {
@@ -265,13 +277,13 @@ func appendMessagesChat(dst []byte, v string) ([]byte, *Error) {
 		}
 		switch {
 		case strEq(role, "user"):
-			dst, err = userToChat(dst, content, path)
+			dst, err = userToChat(dst, content, path, est)
 		case strEq(role, "assistant"):
-			dst, err = assistantToChat(dst, content, path)
+			dst, err = assistantToChat(dst, content, path, est)
 		case strEq(role, "system"):
 			// Instructions between turns (Claude Code sends them) stay
 			// where they are: a system message at that position.
-			dst, err = appendSystemChat(dst, content, path+".content")
+			dst, err = appendSystemChat(dst, content, path+".content", est)
 		default:
 			return dst, badRequest(path + ".role: must be user, assistant or system")
 		}
@@ -371,8 +383,9 @@ func unsupportedBlock(path, t string) *Error {
 // (which must directly follow the assistant's tool calls), then the rest —
 // with any images the tool results carried, which tool messages cannot hold —
 // becomes one user message.
-func userToChat(dst []byte, content, path string) ([]byte, *Error) {
+func userToChat(dst []byte, content, path string, est *tally) ([]byte, *Error) {
 	if isStr(content) {
+		est.text(content)
 		dst = sep(dst)
 		dst = append(dst, `{"role":"user","content":`...)
 		dst = append(dst, content...)
@@ -400,14 +413,15 @@ func userToChat(dst []byte, content, path string) ([]byte, *Error) {
 		switch b.typ {
 		case "tool_result":
 			var imgs int
-			if dst, imgs, err = toolResultToChat(dst, &b, bp); err != nil {
+			if dst, imgs, err = toolResultToChat(dst, &b, bp, est); err != nil {
 				return dst, err
 			}
 			parts += imgs
 		case "text":
-			if err := needString(b.text, bp+".text"); err != nil {
-				return dst, err
+			if !isStr(b.text) {
+				return dst, badRequest(bp + ".text: must be a string")
 			}
+			est.text(b.text)
 			if !emptyStr(b.text) {
 				parts++
 				soleText = b.text
@@ -446,7 +460,7 @@ func userToChat(dst []byte, content, path string) ([]byte, *Error) {
 				break
 			}
 			if strEq(field(cb, "type"), "image") {
-				if dst, err = appendImagePart(dst, cb, pathi(pathi(path+".content", i)+".content", j)); err != nil {
+				if dst, err = appendImagePart(dst, cb, pathi(pathi(path+".content", i)+".content", j), est); err != nil {
 					return dst, err
 				}
 			}
@@ -463,9 +477,9 @@ func userToChat(dst []byte, content, path string) ([]byte, *Error) {
 				dst = append(dst, '}')
 			}
 		case "image":
-			dst, err = appendImagePart(dst, b.raw, pathi(path+".content", i))
+			dst, err = appendImagePart(dst, b.raw, pathi(path+".content", i), est)
 		case "document":
-			dst, err = appendDocumentPart(dst, b.raw, pathi(path+".content", i))
+			dst, err = appendDocumentPart(dst, b.raw, pathi(path+".content", i), est)
 		}
 		if err != nil {
 			return dst, err
@@ -475,12 +489,14 @@ func userToChat(dst []byte, content, path string) ([]byte, *Error) {
 }
 
 // toolResultToChat writes one tool message and counts the images it leaves
-// for the following user message.
-func toolResultToChat(dst []byte, b *block, path string) ([]byte, int, *Error) {
+// for the following user message (their tokens are added to est when they
+// are written there).
+func toolResultToChat(dst []byte, b *block, path string, est *tally) ([]byte, int, *Error) {
 	id := b.toolUseID
 	if !isStr(id) {
 		return dst, 0, badRequest(path + ".tool_use_id: must be a string")
 	}
+	est.n += tokensPerCall
 	c := b.content
 	dst = sep(dst)
 	dst = append(dst, `{"role":"tool","tool_call_id":`...)
@@ -496,6 +512,7 @@ func toolResultToChat(dst []byte, b *block, path string) ([]byte, int, *Error) {
 		}
 		return append(dst, '}'), 0, nil
 	case isStr(c):
+		est.text(c)
 		dst = append(dst, c...)
 		return append(dst, '}'), 0, nil
 	}
@@ -518,17 +535,20 @@ func toolResultToChat(dst []byte, b *block, path string) ([]byte, int, *Error) {
 		}
 		switch cb.typ {
 		case "text":
-			if err := needString(cb.text, cp+".text"); err != nil {
-				return dst, 0, err
+			if !isStr(cb.text) {
+				return dst, 0, badRequest(cp + ".text: must be a string")
 			}
+			est.text(cb.text)
 			dst = appendJoinedInner(dst, cb.text, `\n`, &first)
 		case "image":
 			images++
 		case "document":
-			if !strEq(field(cb.source, "type"), "text") || !isStr(field(cb.source, "data")) {
+			data := field(cb.source, "data")
+			if !strEq(field(cb.source, "type"), "text") || !isStr(data) {
 				return dst, 0, badRequest(cp + ": only text documents can be returned by a tool here")
 			}
-			dst = appendJoinedInner(dst, field(cb.source, "data"), `\n`, &first)
+			est.text(data)
+			dst = appendJoinedInner(dst, data, `\n`, &first)
 		default:
 			return dst, 0, unsupportedBlock(cp, cb.typ)
 		}
@@ -539,7 +559,9 @@ func toolResultToChat(dst []byte, b *block, path string) ([]byte, int, *Error) {
 	return append(dst, `"}`...), images, nil
 }
 
-func appendImagePart(dst []byte, b, path string) ([]byte, *Error) {
+// appendImagePart writes the image block b as an image_url part and adds
+// its tokens to est.
+func appendImagePart(dst []byte, b, path string, est *tally) ([]byte, *Error) {
 	src := field(b, "source")
 	if !isObj(src) {
 		return dst, badRequest(path + ".source: must be an object")
@@ -551,6 +573,7 @@ func appendImagePart(dst []byte, b, path string) ([]byte, *Error) {
 		if !isStr(mt) || !isStr(data) {
 			return dst, badRequest(path + ".source: base64 images need media_type and data strings")
 		}
+		est.image(data)
 		dst = append(dst, `{"type":"image_url","image_url":{"url":"data:`...)
 		dst = append(dst, inner(mt)...)
 		dst = append(dst, ";base64,"...)
@@ -561,6 +584,7 @@ func appendImagePart(dst []byte, b, path string) ([]byte, *Error) {
 		if !isStr(u) {
 			return dst, badRequest(path + ".source.url: must be a string")
 		}
+		est.n += tokensImage
 		dst = append(dst, `{"type":"image_url","image_url":{"url":`...)
 		dst = append(dst, u...)
 		return append(dst, `}}`...), nil
@@ -569,18 +593,24 @@ func appendImagePart(dst []byte, b, path string) ([]byte, *Error) {
 	}
 }
 
-func appendDocumentPart(dst []byte, b, path string) ([]byte, *Error) {
+// appendDocumentPart writes the document block b as text or file parts and
+// adds its tokens to est (a text document's text, any other one's JSON).
+func appendDocumentPart(dst []byte, b, path string, est *tally) ([]byte, *Error) {
 	src := field(b, "source")
 	if !isObj(src) {
 		return dst, badRequest(path + ".source: must be an object")
 	}
 	t := field(src, "type")
+	if !strEq(t, "text") {
+		est.n += jsonTokens(b)
+	}
 	switch {
 	case strEq(t, "text"):
 		data := field(src, "data")
 		if !isStr(data) {
 			return dst, badRequest(path + ".source.data: must be a string")
 		}
+		est.text(data)
 		dst = sep(dst)
 		dst = append(dst, `{"type":"text","text":`...)
 		dst = append(dst, data...)
@@ -628,8 +658,9 @@ func appendDocumentPart(dst []byte, b, path string) ([]byte, *Error) {
 // blocks as tool_calls and, on a turn that calls tools, its thinking as
 // reasoning_content (reasoning templates need it to continue after the
 // results come back).
-func assistantToChat(dst []byte, content, path string) ([]byte, *Error) {
+func assistantToChat(dst []byte, content, path string, est *tally) ([]byte, *Error) {
 	if isStr(content) {
+		est.text(content)
 		dst = sep(dst)
 		dst = append(dst, `{"role":"assistant","content":`...)
 		dst = append(dst, content...)
@@ -653,9 +684,10 @@ func assistantToChat(dst []byte, content, path string) ([]byte, *Error) {
 		}
 		switch b.typ {
 		case "text":
-			if err := needString(b.text, bp+".text"); err != nil {
-				return dst, err
+			if !isStr(b.text) {
+				return dst, badRequest(bp + ".text: must be a string")
 			}
+			est.text(b.text)
 			if !emptyStr(b.text) {
 				texts++
 			}
@@ -671,6 +703,8 @@ func assistantToChat(dst []byte, content, path string) ([]byte, *Error) {
 			if !isObj(b.input) && !isNull(b.input) {
 				return dst, badRequest(bp + ".input: must be an object")
 			}
+			est.n += tokensPerCall + jsonTokens(b.input)
+			est.text(b.name)
 			tools++
 		default:
 			return dst, unsupportedBlock(bp, b.typ)
@@ -724,8 +758,9 @@ func assistantToChat(dst []byte, content, path string) ([]byte, *Error) {
 	return append(dst, `]}`...), nil
 }
 
-// appendToolsChat writes tool definitions and tool_choice.
-func appendToolsChat(dst []byte, tools, choice string) ([]byte, *Error) {
+// appendToolsChat writes tool definitions and tool_choice, and adds the
+// definitions' tokens to est.
+func appendToolsChat(dst []byte, tools, choice string, est *tally) ([]byte, *Error) {
 	if isNull(tools) {
 		if !isNull(choice) && !isObj(choice) {
 			return dst, badRequest("tool_choice: must be an object")
@@ -749,11 +784,13 @@ func appendToolsChat(dst []byte, tools, choice string) ([]byte, *Error) {
 		if dst, err = appendToolChat(dst, t, i); err != nil {
 			return dst, err
 		}
+		est.n += tokensPerTool + jsonTokens(t)
 		n++
 	}
 	if n == 0 {
 		return dst[:mark], nil
 	}
+	est.n += tokensTools
 	dst = append(dst, ']')
 	if isNull(choice) {
 		return dst, nil
