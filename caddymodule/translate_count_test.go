@@ -155,25 +155,3 @@ func TestTranslateCountTokensMessagesUpstream(t *testing.T) {
 		t.Fatal("the upstream's failure was swallowed")
 	}
 }
-
-// The simulator's count is the input it reports for the same request.
-func TestSimulatorCountTokens(t *testing.T) {
-	s := newTestSimulator(t, Simulator{})
-	w := simDo(t, s, http.MethodPost, "/v1/messages/count_tokens", countBody)
-	if w.Code != 200 {
-		t.Fatalf("%d %s", w.Code, w.Body)
-	}
-	n := gjson.Get(w.Body.String(), "input_tokens").Int()
-	msg := simPost(t, s, "/v1/messages", strings.Replace(countBody, `{"model":"qwen3-32b",`, `{"model":"qwen3-32b","max_tokens":5,`, 1))
-	if n < 1 || gjson.Get(msg, "usage.input_tokens").Int() != n {
-		t.Fatalf("count %d, usage of the same request %s", n, gjson.Get(msg, "usage").Raw)
-	}
-	for _, bad := range []string{`{"model":"m"}`, `{"messages":[]}`, `[`} {
-		if w := simDo(t, s, http.MethodPost, "/v1/messages/count_tokens", bad); w.Code != 400 || gjson.Get(w.Body.String(), "type").Str != "error" {
-			t.Errorf("%s: %d %s", bad, w.Code, w.Body)
-		}
-	}
-	if w := simDo(t, s, http.MethodGet, "/v1/messages/count_tokens", ""); w.Code != 405 {
-		t.Errorf("GET: %d", w.Code)
-	}
-}
