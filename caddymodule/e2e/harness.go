@@ -420,12 +420,16 @@ func Binary(t testing.TB) string {
 
 // Main runs the tests, then removes the caddy binary. Call it from
 // TestMain.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main for a TestMain with work of its own after the tests: it runs
+// them, removes the caddy binary and returns the exit code.
+func Run(m *testing.M) int {
 	code := m.Run()
 	if build.dir != "" {
 		os.RemoveAll(build.dir)
 	}
-	os.Exit(code)
+	return code
 }
 
 // logBuffer collects caddy's output; the process writes while tests read.
