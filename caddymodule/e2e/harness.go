@@ -200,6 +200,31 @@ func (c *Caddy) Stop() {
 	c.cmd = nil
 }
 
+// Kill ends caddy with SIGKILL, as a crash or an OOM kill would: no
+// shutdown code runs. Start it again with Start (the same ports, config and
+// data directory). It is safe to call when caddy is not running.
+func (c *Caddy) Kill() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cmd == nil {
+		return
+	}
+	_ = c.cmd.Process.Kill()
+	<-c.done
+	c.cmd = nil
+	c.logs.WriteString("--- killed (SIGKILL) ---\n")
+}
+
+// Start runs caddy again after Stop or Kill, with the current config, ports
+// and data directory.
+func (c *Caddy) Start() {
+	c.t.Helper()
+	c.logs.WriteString("--- start ---\n")
+	if err := c.run(Binary(c.t)); err != nil {
+		c.t.Fatalf("e2e: %v", err)
+	}
+}
+
 // CLI runs the caddy binary with args, in a private home, and returns its
 // combined output, with Caddy's JSON log lines shown as "<level>: <msg>",
 // and its error. For commands such as adapt, validate and list-modules.
