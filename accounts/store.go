@@ -111,6 +111,12 @@ type Tx interface {
 	ListCombinedKeys(userID string) ([]*CombinedKey, error)
 	DeleteCombinedKey(id string) error
 
+	// ListCredentialHashes returns the lookup hashes of the consumption keys
+	// and combined keys (active or not) of the user, or of every user when
+	// userID is InvalidateAll (""), in no particular order. The gate keeps
+	// them in memory so that an unknown key costs no store read.
+	ListCredentialHashes(userID string) ([]string, error)
+
 	// Charges. (SubscriptionID, PeriodStart) is unique, which makes the charge
 	// for a period claimable by exactly one node.
 	CreateCharge(c *Charge) error

@@ -36,6 +36,7 @@ func Run(t *testing.T, open func(t *testing.T) accounts.Store) {
 		{"SubscriptionsDue", testSubscriptionsDue},
 		{"Keys", testKeys},
 		{"CombinedKeys", testCombinedKeys},
+		{"CredentialHashes", testCredentialHashes},
 		{"Charges", testCharges},
 		{"NotFound", testNotFound},
 		{"Conflicts", testConflicts},
