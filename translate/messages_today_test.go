@@ -456,13 +456,22 @@ func TestFieldRules(t *testing.T) {
 		if strings.Contains(r.name, ".") || r.client == Responses || r.name == "metadata" {
 			continue // nested members and Responses are tested on their own; metadata must be an object
 		}
+		// A value of the member's own type (validate.go refuses a known
+		// member of the wrong type on every path), as odd as it allows.
+		v := odd
+		for _, c := range []string{odd, `"__x"`, `7`, `1.5`, `true`, `{"type":"json_object","__x":1}`} {
+			if validateMember(r.client, r.name, c) == nil && (r.neutral == nil || !r.neutral(c)) {
+				v = c
+				break
+			}
+		}
 		var body string
 		var up Format
 		if r.client == Messages {
-			body = `{"model":"m","max_tokens":5,"messages":[],"` + r.name + `":` + odd + `}`
+			body = `{"model":"m","max_tokens":5,"messages":[],"` + r.name + `":` + v + `}`
 			up = Chat
 		} else {
-			body = `{"model":"m","messages":[],"` + r.name + `":` + odd + `}`
+			body = `{"model":"m","messages":[],"` + r.name + `":` + v + `}`
 			up = Messages
 		}
 		_, _, err := TranslateRequest(r.client, []byte(body), &Config{Upstream: up}, nil)

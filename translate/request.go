@@ -86,7 +86,8 @@ func translateRequest(client Format, body []byte, cfg *Config, buf []byte, valid
 
 // serverToolPrefixes are the type prefixes of vendor tools that run on the
 // vendor's servers; no upstream here can run them.
-var serverToolPrefixes = [...]string{"web_search_", "web_fetch_", "code_execution_", "computer_", "text_editor_", "bash_"}
+var serverToolPrefixes = [...]string{"web_search_", "web_fetch_", "code_execution_", "computer_", "text_editor_", "bash_",
+	"tool_search_tool_", "mcp_toolset"}
 
 func isServerTool(typ string) bool {
 	for _, p := range serverToolPrefixes {
@@ -97,9 +98,15 @@ func isServerTool(typ string) bool {
 	return false
 }
 
-func serverToolError(path, typ string) *Error {
-	return badRequest(path + ": server-side tool type " + strconv.Quote(typ) +
-		" is not supported; define client tools (name, description, input_schema) instead")
+func serverToolError(path, typ string) *Error { return serverToolErrorFor(Messages, path, typ) }
+
+// serverToolErrorFor says, in the client's terms, what to send instead.
+func serverToolErrorFor(client Format, path, typ string) *Error {
+	fix := "define client tools (name, description, input_schema) instead"
+	if client == Chat {
+		fix = "define function tools ({type: function, function: {name, parameters}}) instead"
+	}
+	return badRequest(path + ": server-side tool type " + strconv.Quote(typ) + " is not supported; " + fix)
 }
 
 // pathf joins a path prefix and an index.

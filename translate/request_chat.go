@@ -22,6 +22,9 @@ func messagesToChat(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 		if !ok {
 			break
 		}
+		if err = validateMember(Messages, k, v); err != nil {
+			return dst, req, err
+		}
 		if handled, err := r.member(k, v, false); handled {
 			if err != nil {
 				return dst, req, err

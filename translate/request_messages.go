@@ -18,6 +18,9 @@ func chatToMessages(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 		if !ok {
 			break
 		}
+		if err = validateMember(Chat, k, v); err != nil {
+			return dst, req, err
+		}
 		if handled, err := r.member(k, v, true); handled {
 			if err != nil {
 				return dst, req, err

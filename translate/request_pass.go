@@ -1,10 +1,6 @@
 package translate
 
-import (
-	"strings"
-
-	"github.com/tidwall/gjson"
-)
+import "github.com/tidwall/gjson"
 
 func validJSON(s string) bool { return gjson.Valid(s) }
 
@@ -14,7 +10,8 @@ func validJSON(s string) bool { return gjson.Valid(s) }
 // adaptive thinking passes unchanged in the thinking dialect), and
 // stream_options, which always asks a chat upstream for the final usage.
 // Members nobody classified pass unchanged; server-side ones are refused
-// (the field rule, fields.go).
+// (the field rule, fields.go). Every member is validated on the way
+// (validate.go), as on a translation.
 func passRequest(client Format, dst []byte, s string, cfg *Config) ([]byte, Request, *Error) {
 	var (
 		req            Request
@@ -31,6 +28,9 @@ func passRequest(client Format, dst []byte, s string, cfg *Config) ([]byte, Requ
 		k, v, ok := it.next()
 		if !ok {
 			break
+		}
+		if err = validateMember(client, k, v); err != nil {
+			return dst, req, err
 		}
 		if handled, err := r.member(k, v, chat); handled {
 			if err != nil {
@@ -66,10 +66,6 @@ func passRequest(client Format, dst []byte, s string, cfg *Config) ([]byte, Requ
 			}
 			opts = v
 			continue
-		case "tools":
-			if !chat {
-				err = checkMessagesTools(v)
-			}
 		case "output_config":
 			if !chat {
 				if !isNull(v) && !isObj(v) {
@@ -118,9 +114,6 @@ func passRequest(client Format, dst []byte, s string, cfg *Config) ([]byte, Requ
 		if maxTokens == 0 {
 			return dst, req, badRequest("max_tokens: required")
 		}
-		if err = checkMessagesHistory(messages); err != nil {
-			return dst, req, err
-		}
 	}
 	if !chat && r.passThinking(cfg) {
 		dst = key(dst, "max_tokens")
@@ -136,59 +129,4 @@ func passRequest(client Format, dst []byte, s string, cfg *Config) ([]byte, Requ
 	}
 	dst = r.appendReasoning(dst, cfg, chat)
 	return append(dst, '}'), req, nil
-}
-
-// checkMessagesTools rejects server-side tools in a messages request.
-func checkMessagesTools(v string) *Error {
-	if isNull(v) {
-		return nil
-	}
-	it, ok := arrIter(v)
-	if !ok {
-		return badRequest("tools: must be an array")
-	}
-	for i := 0; ; i++ {
-		t, ok := it.elem()
-		if !ok {
-			return nil
-		}
-		path := pathi("tools", i)
-		if !isObj(t) {
-			return badRequest(path + ": must be an object")
-		}
-		if typ := field(t, "type"); isStr(typ) {
-			if ts := str(typ); isServerTool(ts) {
-				return serverToolError(path, ts)
-			}
-		}
-	}
-}
-
-// checkMessagesHistory rejects server-side tool blocks in a messages history.
-func checkMessagesHistory(v string) *Error {
-	// Their type names are unmistakable: skip the walk when none occurs.
-	if !strings.Contains(v, "server_tool_use") && !strings.Contains(v, `_tool_result"`) &&
-		!strings.Contains(v, "mcp_tool_") && !strings.Contains(v, "container_upload") {
-		return nil
-	}
-	it, _ := arrIter(v)
-	for i := 0; ; i++ {
-		m, ok := it.elem()
-		if !ok {
-			return nil
-		}
-		ci, ok := arrIter(field(m, "content"))
-		if !ok {
-			continue
-		}
-		for j := 0; ; j++ {
-			b, ok := ci.elem()
-			if !ok {
-				break
-			}
-			if t := field(b, "type"); isStr(t) && isServerBlock(inner(t)) {
-				return unsupportedBlock(pathi(pathi("messages", i)+".content", j), inner(t))
-			}
-		}
-	}
 }

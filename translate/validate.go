@@ -1,0 +1,728 @@
+package translate
+
+// One validation per client format, applied on every path whatever the
+// upstream: what the format itself does not allow — roles, message and
+// content shapes, tool shapes, server-side tools, ranges and the types of
+// every known member — is a 400 naming the member and what to send, the
+// same on a pass-through (chat → chat, messages → messages) as on a
+// translation. Each request reader (passRequest, messagesToChat,
+// chatToMessages) calls validateMember for every top-level member in the
+// one loop it already runs over the body, so a body is walked once for
+// validation; the translators then refuse only what their upstream cannot
+// carry (the field rule, fields.go).
+//
+// What the validator leaves alone:
+//   - members nobody classified (upstreams have extensions, clients add
+//     members with every release): they pass on a pass-through and follow
+//     the field rule on a translation;
+//   - content part and block types it does not know (vLLM's video_url, a
+//     new block type): a pass-through passes them, a translation refuses
+//     what it cannot carry;
+//   - hints inside blocks (cache_control, citations, signatures).
+//
+// A Responses client is always translated; its reader (responses_request.go)
+// checks its items as it goes.
+//
+// Paths in messages are built only when a check fails: a valid body costs
+// no allocation here.
+
+// validateMember checks the top-level member k (raw value v) of a Chat or
+// Messages client's request. Members read by commonMembers, reasoning,
+// stop lists, max_tokens and top_k are checked where they are read.
+func validateMember(client Format, k, v string) *Error {
+	if isNull(v) {
+		return nil
+	}
+	if client == Messages {
+		return validateMessagesMember(k, v)
+	}
+	return validateChatMember(k, v)
+}
+
+// Chat completions.
+
+const chatRoles = "system, developer, user, assistant, tool or function (legacy)"
+
+func validateChatMember(k, v string) *Error {
+	switch k {
+	case "messages":
+		return validateChatMessages(v)
+	case "tools":
+		return validateChatTools(v)
+	case "tool_choice":
+		return validateChatToolChoice(v)
+	case "parallel_tool_calls", "logprobs", "store":
+		return checkBool(v, k)
+	case "n":
+		if n, ok := toInt(v); !ok || n < 1 {
+			return badRequest("n: must be a positive integer (the number of choices; send 1 or leave it out)")
+		}
+	case "top_logprobs":
+		if n, ok := toInt(v); !ok || n < 0 || n > 20 {
+			return badRequest("top_logprobs: must be an integer between 0 and 20")
+		}
+	case "seed":
+		if _, ok := toInt(v); !ok {
+			return badRequest("seed: must be an integer")
+		}
+	case "frequency_penalty", "presence_penalty":
+		return checkRange(v, k, -2, 2)
+	case "user", "service_tier", "prompt_cache_key", "prompt_cache_retention", "safety_identifier", "verbosity":
+		return needString(v, k)
+	case "metadata", "logit_bias", "audio", "prediction", "stream_options":
+		if !isObj(v) {
+			return badRequest(k + ": must be an object")
+		}
+	case "response_format":
+		if !isObj(v) {
+			return badRequest("response_format: must be an object such as {\"type\": \"json_object\"}")
+		}
+		t := field(v, "type")
+		if !isStr(t) {
+			return badRequest("response_format.type: must be a string: text, json_object or json_schema")
+		}
+		if strEq(t, "json_schema") && !isObj(field(v, "json_schema")) {
+			return badRequest("response_format.json_schema: must be an object {name, schema}")
+		}
+	case "modalities":
+		return stringArray(v, k)
+	case "functions":
+		if !isArr(v) {
+			return badRequest("functions: must be an array (legacy; send tools instead)")
+		}
+	case "function_call":
+		if !isStr(v) && !isObj(v) {
+			return badRequest("function_call: must be a string or an object (legacy; send tool_choice instead)")
+		}
+	}
+	return nil
+}
+
+func validateChatMessages(v string) *Error {
+	it, ok := arrIter(v)
+	if !ok {
+		return badRequest("messages: must be an array")
+	}
+	for i := 0; ; i++ {
+		m, ok := it.elem()
+		if !ok {
+			return nil
+		}
+		if err := validateChatMessage(m, i); err != nil {
+			return err
+		}
+	}
+}
+
+// validateChatMessage checks messages[i], m.
+func validateChatMessage(m string, i int) *Error {
+	mi, ok := objIter(m)
+	if !ok {
+		return badRequest(pathi("messages", i) + ": must be an object {role, content}")
+	}
+	var role, content, toolCalls, toolCallID, name, refusal, functionCall string
+	for {
+		k, v, ok := mi.next()
+		if !ok {
+			break
+		}
+		switch k {
+		case "role":
+			role = v
+		case "content":
+			content = v
+		case "tool_calls":
+			toolCalls = v
+		case "tool_call_id":
+			toolCallID = v
+		case "name":
+			name = v
+		case "refusal":
+			refusal = v
+		case "function_call":
+			functionCall = v
+		}
+	}
+	if !isStr(role) {
+		return badRequest(pathi("messages", i) + ".role: must be " + chatRoles)
+	}
+	if !isNull(name) && !isStr(name) {
+		return badRequest(pathi("messages", i) + ".name: must be a string")
+	}
+	switch r := inner(role); r {
+	case "user", "system", "developer":
+		return chatContent(content, i, r, false)
+	case "assistant":
+		if !isNull(refusal) && !isStr(refusal) {
+			return badRequest(pathi("messages", i) + ".refusal: must be a string")
+		}
+		if !isNull(functionCall) && !isObj(functionCall) {
+			return badRequest(pathi("messages", i) + ".function_call: must be an object {name, arguments}")
+		}
+		if err := chatToolCalls(toolCalls, i); err != nil {
+			return err
+		}
+		return chatContent(content, i, "assistant", true)
+	case "tool":
+		if !isStr(toolCallID) {
+			return badRequest(pathi("messages", i) + ".tool_call_id: must be a string (the id of the tool call answered)")
+		}
+		return chatContent(content, i, "tool", false)
+	case "function":
+		if !isStr(name) {
+			return badRequest(pathi("messages", i) + ".name: must be a string (the function's name)")
+		}
+		if !isNull(content) && !isStr(content) {
+			return badRequest(pathi("messages", i) + ".content: must be a string or null")
+		}
+		return nil
+	default:
+		return badRequest(pathi("messages", i) + ".role: must be " + chatRoles)
+	}
+}
+
+// chatContent checks the content of messages[i]: a string or an array of
+// parts (user messages may hold images, audio and files, the others text;
+// assistant content may be null or absent, as when it calls tools).
+func chatContent(v string, i int, role string, assistant bool) *Error {
+	if isStr(v) || (assistant && isNull(v)) {
+		return nil
+	}
+	it, ok := arrIter(v)
+	if !ok {
+		if assistant {
+			return badRequest(pathi("messages", i) + ".content: must be a string, an array of content parts or null")
+		}
+		return badRequest(pathi("messages", i) + ".content: must be a string or an array of content parts")
+	}
+	for j := 0; ; j++ {
+		p, ok := it.elem()
+		if !ok {
+			return nil
+		}
+		if err := chatPart(p, i, j, role); err != nil {
+			return err
+		}
+	}
+}
+
+// chatPart checks messages[i].content[j], p, in a message of role role.
+func chatPart(p string, i, j int, role string) *Error {
+	pi, ok := objIter(p)
+	if !ok {
+		return badRequest(pathi(pathi("messages", i)+".content", j) + ": must be an object {type, ...}")
+	}
+	var typ, text, image, audio, file, refusal string
+	for {
+		k, v, ok := pi.next()
+		if !ok {
+			break
+		}
+		switch k {
+		case "type":
+			typ = v
+		case "text":
+			text = v
+		case "image_url":
+			image = v
+		case "input_audio":
+			audio = v
+		case "file":
+			file = v
+		case "refusal":
+			refusal = v
+		}
+	}
+	bad := func(what string) *Error {
+		return badRequest(pathi(pathi("messages", i)+".content", j) + what)
+	}
+	if !isStr(typ) {
+		return bad(".type: must be a string such as \"text\"")
+	}
+	switch inner(typ) {
+	case "text":
+		if !isStr(text) {
+			return bad(".text: must be a string")
+		}
+	case "refusal":
+		if !isStr(refusal) {
+			return bad(".refusal: must be a string")
+		}
+	case "image_url":
+		if role != "user" {
+			return bad(": " + role + " messages may only hold text parts")
+		}
+		if isStr(image) {
+			return nil // a bare URL string: accepted by vLLM and others
+		}
+		if !isObj(image) || !isStr(field(image, "url")) {
+			return bad(".image_url: must be an object {url} holding an URL or a data URL")
+		}
+	case "input_audio":
+		if role != "user" {
+			return bad(": " + role + " messages may only hold text parts")
+		}
+		if !isObj(audio) || !isStr(field(audio, "data")) || !isStr(field(audio, "format")) {
+			return bad(".input_audio: must be an object {data, format} with base64 data")
+		}
+	case "file":
+		if role != "user" {
+			return bad(": " + role + " messages may only hold text parts")
+		}
+		if !isObj(file) {
+			return bad(".file: must be an object {file_data, filename} or {file_id}")
+		}
+	}
+	return nil
+}
+
+// chatToolCalls checks messages[i].tool_calls.
+func chatToolCalls(v string, i int) *Error {
+	if isNull(v) {
+		return nil
+	}
+	it, ok := arrIter(v)
+	if !ok {
+		return badRequest(pathi("messages", i) + ".tool_calls: must be an array")
+	}
+	for j := 0; ; j++ {
+		c, ok := it.elem()
+		if !ok {
+			return nil
+		}
+		ci, ok := objIter(c)
+		if !ok {
+			return badRequest(pathi(pathi("messages", i)+".tool_calls", j) + ": must be an object {id, type, function}")
+		}
+		var id, typ, fn, custom string
+		for {
+			k, v, ok := ci.next()
+			if !ok {
+				break
+			}
+			switch k {
+			case "id":
+				id = v
+			case "type":
+				typ = v
+			case "function":
+				fn = v
+			case "custom":
+				custom = v
+			}
+		}
+		bad := func(what string) *Error {
+			return badRequest(pathi(pathi("messages", i)+".tool_calls", j) + what)
+		}
+		if !isStr(id) {
+			return bad(".id: must be a string")
+		}
+		switch {
+		case isNull(typ) || strEq(typ, "function"):
+			if !isObj(fn) || !isStr(field(fn, "name")) {
+				return bad(".function: must be an object {name, arguments}")
+			}
+			if a := field(fn, "arguments"); !isNull(a) && !isStr(a) {
+				return bad(".function.arguments: must be a string (JSON-encoded arguments)")
+			}
+		case strEq(typ, "custom"):
+			if !isObj(custom) || !isStr(field(custom, "name")) {
+				return bad(".custom: must be an object {name, input}")
+			}
+		default:
+			return bad(".type: must be function or custom")
+		}
+	}
+}
+
+func validateChatTools(v string) *Error {
+	it, ok := arrIter(v)
+	if !ok {
+		return badRequest("tools: must be an array of {type: function, function: {name, parameters}}")
+	}
+	for i := 0; ; i++ {
+		t, ok := it.elem()
+		if !ok {
+			return nil
+		}
+		ti, ok := objIter(t)
+		if !ok {
+			return badRequest(pathi("tools", i) + ": must be an object {type: function, function: {name, parameters}}")
+		}
+		var typ, fn, custom string
+		for {
+			k, v, ok := ti.next()
+			if !ok {
+				break
+			}
+			switch k {
+			case "type":
+				typ = v
+			case "function":
+				fn = v
+			case "custom":
+				custom = v
+			}
+		}
+		switch {
+		case isNull(typ) || strEq(typ, "function"):
+			if !isObj(fn) {
+				return badRequest(pathi("tools", i) + ".function: must be an object {name, description, parameters}")
+			}
+			if n := field(fn, "name"); !isStr(n) || emptyStr(n) {
+				return badRequest(pathi("tools", i) + ".function.name: must be a non-empty string")
+			}
+			if p := field(fn, "parameters"); !isNull(p) && !isObj(p) {
+				return badRequest(pathi("tools", i) + ".function.parameters: must be a JSON schema object")
+			}
+		case strEq(typ, "custom"):
+			if !isObj(custom) || !isStr(field(custom, "name")) {
+				return badRequest(pathi("tools", i) + ".custom: must be an object {name, description, format}")
+			}
+		case !isStr(typ):
+			return badRequest(pathi("tools", i) + ".type: must be a string: function or custom")
+		case isServerTool(str(typ)):
+			return serverToolErrorFor(Chat, pathi("tools", i), str(typ))
+		default:
+			return badRequest(pathi("tools", i) + ".type: tool type " + typ +
+				" is not supported; server-side and hosted tools cannot run here, define function tools instead")
+		}
+	}
+}
+
+func validateChatToolChoice(v string) *Error {
+	if isStr(v) {
+		switch inner(v) {
+		case "none", "auto", "required":
+			return nil
+		}
+	}
+	const fix = "tool_choice: must be none, auto, required or {type: function, function: {name}}"
+	if !isObj(v) {
+		return badRequest(fix)
+	}
+	switch t := field(v, "type"); {
+	case strEq(t, "function"):
+		if !isStr(field(field(v, "function"), "name")) {
+			return badRequest("tool_choice.function.name: must be a string")
+		}
+	case strEq(t, "custom"):
+		if !isStr(field(field(v, "custom"), "name")) {
+			return badRequest("tool_choice.custom.name: must be a string")
+		}
+	case strEq(t, "allowed_tools"):
+		if !isObj(field(v, "allowed_tools")) {
+			return badRequest("tool_choice.allowed_tools: must be an object {mode, tools}")
+		}
+	default:
+		return badRequest(fix)
+	}
+	return nil
+}
+
+// Messages.
+
+func validateMessagesMember(k, v string) *Error {
+	switch k {
+	case "messages":
+		return validateMessagesMessages(v)
+	case "system":
+		return validateSystem(v)
+	case "tools":
+		return validateMessagesTools(v)
+	case "tool_choice":
+		return validateMessagesToolChoice(v)
+	case "metadata":
+		if !isObj(v) {
+			return badRequest("metadata: must be an object")
+		}
+		if u := field(v, "user_id"); !isNull(u) && !isStr(u) {
+			return badRequest("metadata.user_id: must be a string")
+		}
+	case "service_tier", "inference_geo", "speed":
+		return needString(v, k)
+	case "context_management", "output_config", "output_format":
+		if !isObj(v) {
+			return badRequest(k + ": must be an object")
+		}
+	}
+	return nil
+}
+
+func validateMessagesMessages(v string) *Error {
+	it, ok := arrIter(v)
+	if !ok {
+		return badRequest("messages: must be an array")
+	}
+	for i := 0; ; i++ {
+		m, ok := it.elem()
+		if !ok {
+			return nil
+		}
+		mi, ok := objIter(m)
+		if !ok {
+			return badRequest(pathi("messages", i) + ": must be an object {role, content}")
+		}
+		var role, content string
+		for {
+			k, v, ok := mi.next()
+			if !ok {
+				break
+			}
+			switch k {
+			case "role":
+				role = v
+			case "content":
+				content = v
+			}
+		}
+		switch {
+		case strEq(role, "user"), strEq(role, "assistant"):
+		case strEq(role, "system"): // accepted inside messages: a system prompt at that position
+			if err := validateSystemIn(content, pathi("messages", i)+".content"); err != nil {
+				return err
+			}
+			continue
+		default:
+			return badRequest(pathi("messages", i) + ".role: must be user, assistant or system")
+		}
+		if isStr(content) {
+			continue
+		}
+		ci, ok := arrIter(content)
+		if !ok {
+			return badRequest(pathi("messages", i) + ".content: must be a string or an array of content blocks")
+		}
+		for j := 0; ; j++ {
+			b, ok := ci.elem()
+			if !ok {
+				break
+			}
+			if err := validateBlock(b, i, j, -1); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// validateBlock checks the content block b: messages[i].content[j], or
+// element k of the content of that tool_result when k >= 0.
+func validateBlock(b string, i, j, k int) *Error {
+	bi, ok := objIter(b)
+	bad := func(what string) *Error {
+		p := pathi(pathi("messages", i)+".content", j)
+		if k >= 0 {
+			p = pathi(p+".content", k)
+		}
+		return badRequest(p + what)
+	}
+	if !ok {
+		return bad(": must be a content block object {type, ...}")
+	}
+	var typ, text, thinking, data, id, name, input, toolUseID, content, isError, source, title string
+	for {
+		key, v, ok := bi.next()
+		if !ok {
+			break
+		}
+		switch key {
+		case "type":
+			typ = v
+		case "text":
+			text = v
+		case "thinking":
+			thinking = v
+		case "data":
+			data = v
+		case "id":
+			id = v
+		case "name":
+			name = v
+		case "input":
+			input = v
+		case "tool_use_id":
+			toolUseID = v
+		case "content":
+			content = v
+		case "is_error":
+			isError = v
+		case "source":
+			source = v
+		case "title":
+			title = v
+		}
+	}
+	if !isStr(typ) {
+		return bad(".type: must be a string such as \"text\"")
+	}
+	t := inner(typ)
+	switch t {
+	case "text":
+		if !isStr(text) {
+			return bad(".text: must be a string")
+		}
+	case "image", "document":
+		if !isObj(source) || !isStr(field(source, "type")) {
+			return bad(".source: must be an object {type, ...}")
+		}
+	case "search_result":
+		if !isStr(source) || !isStr(title) || !isArr(content) {
+			return bad(": search results need source and title strings and an array of text blocks as content")
+		}
+	case "thinking":
+		if !isStr(thinking) {
+			return bad(".thinking: must be a string")
+		}
+	case "redacted_thinking":
+		if !isStr(data) {
+			return bad(".data: must be a string")
+		}
+	case "tool_use":
+		if !isStr(id) || !isStr(name) {
+			return bad(": tool_use needs id and name strings")
+		}
+		if !isNull(input) && !isObj(input) {
+			return bad(".input: must be an object")
+		}
+	case "tool_result":
+		if k >= 0 {
+			return bad(": a tool_result cannot hold another")
+		}
+		if !isStr(toolUseID) {
+			return bad(".tool_use_id: must be a string")
+		}
+		if err := checkBool(isError, ""); err != nil {
+			return bad(".is_error: must be a boolean")
+		}
+		if isNull(content) || isStr(content) {
+			return nil
+		}
+		ci, ok := arrIter(content)
+		if !ok {
+			return bad(".content: must be a string or an array of content blocks")
+		}
+		for n := 0; ; n++ {
+			cb, ok := ci.elem()
+			if !ok {
+				return nil
+			}
+			if err := validateBlock(cb, i, j, n); err != nil {
+				return err
+			}
+		}
+	default:
+		if isServerBlock(t) {
+			return bad(": " + t + " blocks belong to server-side tools, which are not supported; leave them out of the history")
+		}
+	}
+	return nil
+}
+
+// validateSystem checks system: a string or an array of text blocks.
+func validateSystem(v string) *Error { return validateSystemIn(v, "system") }
+
+func validateSystemIn(v, path string) *Error {
+	if isStr(v) {
+		return nil
+	}
+	it, ok := arrIter(v)
+	if !ok {
+		return badRequest(path + ": must be a string or an array of text blocks")
+	}
+	for i := 0; ; i++ {
+		b, ok := it.elem()
+		if !ok {
+			return nil
+		}
+		if !isObj(b) || !strEq(field(b, "type"), "text") {
+			return badRequest(pathi(path, i) + ": only text blocks are allowed in system")
+		}
+		if !isStr(field(b, "text")) {
+			return badRequest(pathi(path, i) + ".text: must be a string")
+		}
+	}
+}
+
+// validateMessagesTools checks tools: client tools need a name and an
+// input_schema object; server-side tools are refused; other typed tools
+// (memory, ...) are left to the upstream on a pass-through.
+func validateMessagesTools(v string) *Error {
+	it, ok := arrIter(v)
+	if !ok {
+		return badRequest("tools: must be an array of {name, description, input_schema}")
+	}
+	for i := 0; ; i++ {
+		t, ok := it.elem()
+		if !ok {
+			return nil
+		}
+		ti, ok := objIter(t)
+		if !ok {
+			return badRequest(pathi("tools", i) + ": must be an object {name, description, input_schema}")
+		}
+		var typ, name, schema string
+		for {
+			k, v, ok := ti.next()
+			if !ok {
+				break
+			}
+			switch k {
+			case "type":
+				typ = v
+			case "name":
+				name = v
+			case "input_schema":
+				schema = v
+			}
+		}
+		switch {
+		case isNull(typ) || strEq(typ, "custom"):
+			if !isStr(name) || emptyStr(name) {
+				return badRequest(pathi("tools", i) + ".name: must be a non-empty string")
+			}
+			if !isNull(schema) && !isObj(schema) {
+				return badRequest(pathi("tools", i) + ".input_schema: must be an object")
+			}
+		case !isStr(typ):
+			return badRequest(pathi("tools", i) + ".type: must be a string")
+		case isServerTool(str(typ)):
+			return serverToolErrorFor(Messages, pathi("tools", i), str(typ))
+		}
+	}
+}
+
+func validateMessagesToolChoice(v string) *Error {
+	if !isObj(v) {
+		return badRequest("tool_choice: must be an object such as {\"type\": \"auto\"}")
+	}
+	switch t := field(v, "type"); {
+	case strEq(t, "auto"), strEq(t, "any"), strEq(t, "none"):
+	case strEq(t, "tool"):
+		if !isStr(field(v, "name")) {
+			return badRequest("tool_choice.name: must be a string")
+		}
+	default:
+		return badRequest("tool_choice.type: must be auto, any, tool or none")
+	}
+	if d := field(v, "disable_parallel_tool_use"); !isNull(d) && !isBool(d) {
+		return badRequest("tool_choice.disable_parallel_tool_use: must be a boolean")
+	}
+	return nil
+}
+
+// stringArray checks an array of strings.
+func stringArray(v, path string) *Error {
+	it, ok := arrIter(v)
+	if !ok {
+		return badRequest(path + ": must be an array of strings")
+	}
+	for i := 0; ; i++ {
+		e, ok := it.elem()
+		if !ok {
+			return nil
+		}
+		if !isStr(e) {
+			return badRequest(pathi(path, i) + ": must be a string")
+		}
+	}
+}
