@@ -1,0 +1,86 @@
+package accounts
+
+// Records a real payment processor needs besides the account entities: the
+// processor's customer of each user, the webhook events already handled, and
+// the answers to purchase requests that carried an Idempotency-Key.
+
+import (
+	"errors"
+	"time"
+)
+
+// BillingTx is the part of Tx that keeps billing records. Both backends
+// implement it (embedded/stripe.go, postgres/stripe.go) and storetest checks
+// them alike.
+type BillingTx interface {
+	// GetProcessorCustomer returns the processor's customer id of the user
+	// (ErrNotFound when none is recorded).
+	GetProcessorCustomer(processor, userID string) (string, error)
+	// CreateProcessorCustomer records the processor's customer of a user:
+	// ErrConflict when the user already has one with that processor,
+	// ErrNotFound when the user does not exist.
+	CreateProcessorCustomer(processor, userID, customerID string) error
+
+	// RecordWebhookEvent records that a processor's event was handled:
+	// ErrConflict when that event id was recorded before.
+	RecordWebhookEvent(e *WebhookEvent) error
+
+	// GetIdempotentRequest returns the user's request recorded under key
+	// (ErrNotFound when none is).
+	GetIdempotentRequest(userID, key string) (*IdempotentRequest, error)
+	// PutIdempotentRequest inserts or replaces the request of (UserID, Key);
+	// ErrNotFound when the user does not exist.
+	PutIdempotentRequest(r *IdempotentRequest) error
+	// DeleteIdempotentRequest removes it; a missing one is not an error.
+	DeleteIdempotentRequest(userID, key string) error
+}
+
+// WebhookEvent is a processor event that was acted on.
+type WebhookEvent struct {
+	ID         string // the processor's event id, e.g. evt_...
+	Type       string
+	ReceivedAt time.Time
+}
+
+// IdempotentRequest is a purchase request made with an Idempotency-Key and,
+// once it has one, its answer.
+type IdempotentRequest struct {
+	UserID string
+	Key    string
+	// Fingerprint identifies what was asked (method, path and body hash): the
+	// same key with another request is refused.
+	Fingerprint string
+	// Status is the HTTP status of the answer, 0 while the request runs.
+	Status    int
+	Body      []byte
+	CreatedAt time.Time
+}
+
+// DeclineError is a declined payment with the processor's reason, in words a
+// user understands. errors.Is(err, ErrDeclined) holds for it.
+type DeclineError struct {
+	// Reason is the processor's explanation, e.g. "Your card has
+	// insufficient funds." Empty when the processor gave none.
+	Reason string
+	// Code is the processor's machine-readable reason (card_declined,
+	// authentication_required, ...), for logs.
+	Code string
+}
+
+func (e *DeclineError) Error() string {
+	if e.Reason == "" {
+		return ErrDeclined.Error()
+	}
+	return ErrDeclined.Error() + ": " + e.Reason
+}
+
+// Is makes errors.Is(err, ErrDeclined) true.
+func (e *DeclineError) Is(target error) bool { return target == ErrDeclined }
+
+// DeclineReason returns the user-facing reason of a decline, or "".
+func DeclineReason(err error) string {
+	if d, ok := errors.AsType[*DeclineError](err); ok {
+		return d.Reason
+	}
+	return ""
+}
