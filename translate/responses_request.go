@@ -135,7 +135,9 @@ func responsesToChat(dst []byte, s string, cfg *Config, final bool) ([]byte, Req
 			// prompts need server state: refused. store, metadata, user,
 			// prompt_cache_key, service_tier, truncation and the other
 			// hints are dropped (fields.go).
-			err = uncarried(Responses, k, v)
+			if err = validateResponsesMember(k, v); err == nil {
+				err = uncarried(Responses, k, v)
+			}
 		}
 		if err != nil {
 			return dst, req, err

@@ -726,3 +726,38 @@ func stringArray(v, path string) *Error {
 		}
 	}
 }
+
+// Responses.
+
+// validateResponsesMember checks the type of a Responses request member
+// that its reader does not read itself (hints and refused members): a hint
+// of the wrong type is a 400, as on the other endpoints, not silently
+// dropped.
+func validateResponsesMember(k, v string) *Error {
+	if isNull(v) {
+		return nil
+	}
+	switch k {
+	case "store", "background":
+		return checkBool(v, k)
+	case "metadata", "client_metadata", "stream_options", "context_management", "conversation", "prompt":
+		if k == "conversation" && isStr(v) {
+			return nil // a conversation id
+		}
+		if !isObj(v) {
+			return badRequest(k + ": must be an object")
+		}
+	case "user", "service_tier", "prompt_cache_key", "prompt_cache_retention", "safety_identifier",
+		"truncation", "previous_response_id":
+		return needString(v, k)
+	case "top_logprobs":
+		if n, ok := toInt(v); !ok || n < 0 || n > 20 {
+			return badRequest("top_logprobs: must be an integer between 0 and 20")
+		}
+	case "max_tool_calls":
+		if n, ok := toInt(v); !ok || n < 1 {
+			return badRequest("max_tool_calls: must be a positive integer")
+		}
+	}
+	return nil
+}
