@@ -45,6 +45,10 @@ type CacheConfig struct {
 	LoadTimeout time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Filter, when set, is asked after a miss and before any load: a key it
+	// does not hold is unknown without a store read (see KeyFilter). The
+	// cache does not own it.
+	Filter *KeyFilter
 }
 
 // Cache maps credentials to entitlements. Lookups that hit allocate nothing;
@@ -176,6 +180,15 @@ func (c *Cache) Lookup(ctx context.Context, key string, now time.Time, src Sourc
 		c.negativeHits.Add(1)
 		return nil, ErrUnknownKey
 	}
+	if c.cfg.Filter != nil {
+		ok, err := c.cfg.Filter.mayExist(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, ErrUnknownKey
+		}
+	}
 	c.misses.Add(1)
 
 	c.flightsMu.Lock()
@@ -267,10 +280,15 @@ func (c *Cache) fill(key string, digest [sha256.Size]byte, src Source, f *flight
 
 // InvalidateUser makes every cached entitlement of the user stale, including
 // one being loaded right now; the next lookup of each reloads it.
+// accounts.InvalidateAll makes every entitlement stale.
 func (c *Cache) InvalidateUser(userID string) {
 	c.usersMu.Lock()
 	e := c.epoch.Add(1)
-	if us := c.users[userID]; us != nil {
+	if userID == accounts.InvalidateAll {
+		for _, us := range c.users {
+			us.invalidated.Store(e)
+		}
+	} else if us := c.users[userID]; us != nil {
 		us.invalidated.Store(e)
 	}
 	c.usersMu.Unlock()
