@@ -8,15 +8,19 @@ package accounts
 // transaction (Update may re-run its function, and a charge is an outside
 // effect). Every charge carries an idempotency key derived from the logical
 // operation, so repeating a call after a crash or a race charges at most
-// once, and its outcome is recorded afterwards in a transaction that first
-// re-reads the state it depends on:
+// once; a record of it is committed before the call (a charge intent, or the
+// renewal's pending Charge), and its outcome is recorded afterwards in a
+// transaction that first re-reads the state it depends on:
 //
-//   - subscribe: "subscribe:<subscription id>"; charged before anything is
-//     written, refunded when the transaction then fails (see subscribe.go);
+//   - subscribe: "subscribe:<subscription id>"; a charge intent is written,
+//     then the card charged, then the subscription created (and the intent
+//     marked done); refunded when that transaction fails (see subscribe.go),
+//     settled by any node when the node died in between (intents.go);
 //   - renewal: "renew:<subscription id>:<period start>", after the period was
 //     claimed by creating its pending Charge record (see lifecycle.go);
 //   - past-due retry: "retry:<subscription id>:<charge id>:<payment method
-//     id>": the same card is never charged twice for one outstanding charge.
+//     id>": the same card is never charged twice for one outstanding charge;
+//     a charge intent is written first, as for a subscribe.
 
 import (
 	"context"
@@ -55,8 +59,14 @@ type Processor interface {
 	// Charge charges the amount and returns the processor's reference.
 	// A declined card is ErrDeclined (possibly wrapped).
 	Charge(ctx context.Context, req ChargeRequest) (ref string, err error)
-	// Refund returns a charge in full, at most once per idempotency key.
+	// Refund returns a charge in full, at most once per idempotency key;
+	// refunding a refunded charge again is not an error.
 	Refund(ctx context.Context, ref, idempotencyKey string) error
+	// FindCharge reports whether a charge was made under the idempotency
+	// key, and its reference; settlement asks it about charges nothing
+	// recorded (intents.go). A declined attempt is not found. An error means
+	// the processor could not be asked.
+	FindCharge(ctx context.Context, idempotencyKey string) (ref string, found bool, err error)
 }
 
 // Test payment methods of the built-in processor (the usual test names).
@@ -78,32 +88,29 @@ var testCards = map[string]PaymentMethod{
 // repeated idempotency keys with the first outcome like a real processor,
 // and is safe for concurrent use (several Services may share one to act as
 // one external processor).
+//
+// NewTestProcessorOn keeps the ledger in a Store, in transactions of its own
+// (never inside an account transaction), so that it survives a restart or a
+// kill -9 like a real processor's records, settlement can ask it what was
+// charged, and a test can check money against subscriptions. NewTestProcessor
+// keeps it in memory, for unit tests.
 type TestProcessor struct {
-	mu      sync.Mutex
-	results map[string]testResult // by idempotency key
-	ledger  []TestCharge
-	calls   int
+	store Store // nil: in memory
+
+	mu     sync.Mutex
+	byKey  map[string]*TestCharge // in memory: by idempotency key
+	ledger []*TestCharge          // in memory: oldest first
+	calls  int
 }
 
-type testResult struct {
-	ref string
-	err error
-}
-
-// TestCharge is one successful charge in the test processor's ledger.
-type TestCharge struct {
-	Ref            string
-	UserID         string
-	MethodID       string
-	Amount         string
-	IdempotencyKey string
-	Description    string
-	Refunded       bool
-}
-
-// NewTestProcessor returns an empty test processor.
+// NewTestProcessor returns an empty test processor whose ledger lives in memory.
 func NewTestProcessor() *TestProcessor {
-	return &TestProcessor{results: make(map[string]testResult)}
+	return &TestProcessor{byKey: make(map[string]*TestCharge)}
+}
+
+// NewTestProcessorOn returns a test processor whose ledger lives in st.
+func NewTestProcessorOn(st Store) *TestProcessor {
+	return &TestProcessor{store: st}
 }
 
 // Name returns "test".
@@ -120,55 +127,147 @@ func (p *TestProcessor) SaveMethod(_ context.Context, _ string, method string) (
 }
 
 // Charge succeeds for the Visa and Mastercard test cards and is declined
-// for every other method.
-func (p *TestProcessor) Charge(_ context.Context, req ChargeRequest) (string, error) {
+// for every other method. A repeated idempotency key gets the first outcome.
+func (p *TestProcessor) Charge(ctx context.Context, req ChargeRequest) (string, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.calls++
-	if req.IdempotencyKey != "" {
-		if r, ok := p.results[req.IdempotencyKey]; ok {
-			return r.ref, r.err
-		}
+	p.mu.Unlock()
+	key := req.IdempotencyKey
+	if key == "" {
+		key = "none:" + newID()
 	}
-	var r testResult
-	switch req.MethodID {
-	case TestCardVisa, TestCardMastercard:
-		sum := sha256.Sum256([]byte(req.IdempotencyKey + "\x00" + req.UserID + "\x00" + req.Amount))
-		r.ref = "ch_test_" + hex.EncodeToString(sum[:12])
-		if req.IdempotencyKey == "" {
-			r.ref = fmt.Sprintf("ch_test_%d", len(p.ledger)+1)
-		}
-		p.ledger = append(p.ledger, TestCharge{
-			Ref: r.ref, UserID: req.UserID, MethodID: req.MethodID, Amount: req.Amount,
-			IdempotencyKey: req.IdempotencyKey, Description: req.Description,
-		})
-	default:
-		r.err = fmt.Errorf("test processor: %s: %w", req.MethodID, ErrDeclined)
+	sum := sha256.Sum256([]byte(key + "\x00" + req.UserID + "\x00" + req.Amount))
+	c := &TestCharge{
+		Ref: "ch_test_" + hex.EncodeToString(sum[:12]), UserID: req.UserID, MethodID: req.MethodID,
+		Amount: req.Amount, IdempotencyKey: key, Description: req.Description,
+		Declined:  req.MethodID != TestCardVisa && req.MethodID != TestCardMastercard,
+		CreatedAt: time.Now().UTC().Truncate(time.Microsecond),
 	}
-	if req.IdempotencyKey != "" {
-		p.results[req.IdempotencyKey] = r
+	got, err := p.record(ctx, c)
+	if err != nil {
+		return "", fmt.Errorf("test processor: %w", err)
 	}
-	return r.ref, r.err
+	if got.Declined {
+		return "", fmt.Errorf("test processor: %s: %w", got.MethodID, ErrDeclined)
+	}
+	return got.Ref, nil
 }
 
-// Refund marks a charge of the ledger refunded.
-func (p *TestProcessor) Refund(_ context.Context, ref, _ string) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for i := range p.ledger {
-		if p.ledger[i].Ref == ref {
-			p.ledger[i].Refunded = true
+// record stores c unless its idempotency key is known, and returns what is
+// stored under the key.
+func (p *TestProcessor) record(ctx context.Context, c *TestCharge) (*TestCharge, error) {
+	if p.store == nil {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if old, ok := p.byKey[c.IdempotencyKey]; ok {
+			return old, nil
+		}
+		p.byKey[c.IdempotencyKey] = c
+		p.ledger = append(p.ledger, c)
+		return c, nil
+	}
+	var got *TestCharge
+	err := p.store.Update(ctx, func(tx Tx) error {
+		old, err := tx.GetTestCharge(c.IdempotencyKey)
+		if err == nil {
+			got = old
 			return nil
 		}
+		if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		got = c
+		return tx.CreateTestCharge(c)
+	})
+	if errors.Is(err, ErrConflict) {
+		// A concurrent call with the same key won: answer with its outcome.
+		err = p.store.View(ctx, func(tx Tx) error {
+			got, err = tx.GetTestCharge(c.IdempotencyKey)
+			return err
+		})
 	}
-	return fmt.Errorf("test processor: no charge %s to refund", ref)
+	return got, err
 }
 
-// Ledger returns the successful charges so far, oldest first.
+// Refund marks a charge of the ledger refunded; refunding it again is a no-op.
+func (p *TestProcessor) Refund(ctx context.Context, ref, _ string) error {
+	if p.store == nil {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, c := range p.ledger {
+			if c.Ref == ref && !c.Declined {
+				c.Refunded = true
+				return nil
+			}
+		}
+		return fmt.Errorf("test processor: no charge %s to refund", ref)
+	}
+	err := p.store.Update(ctx, func(tx Tx) error {
+		c, err := tx.GetTestChargeByRef(ref)
+		if err != nil {
+			return err
+		}
+		if c.Declined {
+			return ErrNotFound
+		}
+		if c.Refunded {
+			return nil
+		}
+		c.Refunded = true
+		return tx.UpdateTestCharge(c)
+	})
+	if err != nil {
+		return fmt.Errorf("test processor: refund %s: %w", ref, err)
+	}
+	return nil
+}
+
+// FindCharge reports the successful charge made under an idempotency key
+// (refunded or not).
+func (p *TestProcessor) FindCharge(ctx context.Context, idempotencyKey string) (string, bool, error) {
+	var c *TestCharge
+	if p.store == nil {
+		p.mu.Lock()
+		c = p.byKey[idempotencyKey]
+		p.mu.Unlock()
+	} else {
+		err := p.store.View(ctx, func(tx Tx) error {
+			var err error
+			c, err = tx.GetTestCharge(idempotencyKey)
+			return err
+		})
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return "", false, fmt.Errorf("test processor: %w", err)
+		}
+	}
+	if c == nil || c.Declined {
+		return "", false, nil
+	}
+	return c.Ref, true, nil
+}
+
+// Ledger returns the successful charges so far, oldest first; refunded ones
+// are marked. With a store, an unreadable ledger is empty.
 func (p *TestProcessor) Ledger() []TestCharge {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]TestCharge(nil), p.ledger...)
+	var all []*TestCharge
+	if p.store == nil {
+		p.mu.Lock()
+		all = p.ledger
+		defer p.mu.Unlock()
+	} else {
+		_ = p.store.View(context.Background(), func(tx Tx) error {
+			var err error
+			all, err = tx.ListTestCharges()
+			return err
+		})
+	}
+	var out []TestCharge
+	for _, c := range all {
+		if !c.Declined {
+			out = append(out, *c)
+		}
+	}
+	return out
 }
 
 // Calls returns how many times Charge was called, repeats included.
@@ -361,18 +460,30 @@ func (s *Service) retryPastDue(ctx context.Context, userID string, pm PaymentMet
 
 // retryCharge charges one outstanding charge and, on success, makes the
 // subscription active again (advancing the period when the charge paid for
-// the next one). It reports whether the subscription recovered.
+// the next one). It reports whether the subscription recovered. Like a
+// subscribe, it writes a charge intent first (intents.go).
 func (s *Service) retryCharge(ctx context.Context, sub *Subscription, c *Charge, pm PaymentMethod) (bool, error) {
 	idem := "retry:" + sub.ID + ":" + c.ID + ":" + pm.ID
+	in := &ChargeIntent{UserID: sub.UserID, SubscriptionID: sub.ID, ChargeID: c.ID, Kind: IntentRetry, Amount: c.Amount, IdempotencyKey: idem}
+	if err := s.writeIntent(ctx, in); errors.Is(err, ErrConflict) {
+		// This card was tried for this charge before: the processor would
+		// answer with that outcome again.
+		s.logger.Info("past-due retry skipped: this card was already tried for this charge", zap.String("subscription_id", sub.ID))
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("writing the charge intent: %w", err)
+	}
 	ref, err := s.processor.Charge(ctx, ChargeRequest{
 		UserID: sub.UserID, MethodID: pm.ID, Amount: c.Amount, IdempotencyKey: idem,
 		Description: fmt.Sprintf("Timeblock subscription %s, past-due period from %s", sub.ID, c.PeriodStart.Format(time.DateOnly)),
 	})
 	if errors.Is(err, ErrDeclined) {
+		s.finishIntent(ctx, in.ID, IntentVoid, "")
 		s.logger.Info("past-due retry declined", zap.String("subscription_id", sub.ID))
 		return false, nil
 	}
 	if err != nil {
+		// The intent stays pending: settlement refunds a charge made anyway.
 		return false, fmt.Errorf("charging: %w", err)
 	}
 	var stale bool
@@ -393,8 +504,11 @@ func (s *Service) retryCharge(ctx context.Context, sub *Subscription, c *Charge,
 			}
 		}
 		if ch == nil || cur.Status != SubPastDue || ch.Status != ChargeFailed {
-			stale = ch == nil || ch.ProcessorRef != ref
+			stale = true
 			return nil
+		}
+		if err := markIntentDoneTx(tx, in.ID, ref, s.clock()); err != nil {
+			return err
 		}
 		ch.Status = ChargeSucceeded
 		ch.ProcessorRef = ref
@@ -411,12 +525,12 @@ func (s *Service) retryCharge(ctx context.Context, sub *Subscription, c *Charge,
 		return tx.UpdateSubscription(cur)
 	})
 	if err != nil {
-		s.refund(ctx, ref, idem, "recording the past-due retry failed")
+		s.refundIntent(ctx, in.ID, idem, ref, "recording the past-due retry failed")
 		return false, fmt.Errorf("recording retry: %w", err)
 	}
 	if stale {
 		// Someone else settled or canceled it meanwhile: this charge is extra.
-		s.refund(ctx, ref, idem, "the subscription was settled or canceled meanwhile")
+		s.refundIntent(ctx, in.ID, idem, ref, "the subscription was settled or canceled meanwhile")
 		return false, nil
 	}
 	s.logger.Info("past-due subscription recovered", zap.String("subscription_id", sub.ID), zap.String("charge_ref", ref))
@@ -425,17 +539,20 @@ func (s *Service) retryCharge(ctx context.Context, sub *Subscription, c *Charge,
 }
 
 // refund returns a charge that nothing was recorded for, and logs loudly
-// when even that fails (the operator must refund by hand).
-func (s *Service) refund(ctx context.Context, ref, idem, why string) {
+// when even that fails (the operator must refund by hand, unless a charge
+// intent is still open for it: then settlement tries again). It reports
+// whether the refund went through.
+func (s *Service) refund(ctx context.Context, ref, idem, why string) bool {
 	// The request context may be what failed; the refund must still go out.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := s.processor.Refund(rctx, ref, "refund:"+idem); err != nil {
-		s.logger.Error("REFUND FAILED: refund this charge by hand",
+	if err := s.processor.Refund(rctx, ref, refundIdempotencyKey(idem)); err != nil {
+		s.logger.Error("REFUND FAILED: settlement retries it; refund by hand if it keeps failing",
 			zap.String("charge_ref", ref), zap.String("reason", why), zap.Error(err))
-		return
+		return false
 	}
 	s.logger.Warn("charge refunded", zap.String("charge_ref", ref), zap.String("reason", why))
+	return true
 }
 
 // nextPeriodEnd advances a period end by one calendar month or year.

@@ -334,8 +334,9 @@ func (s *Service) renew(ctx context.Context, subID string, now time.Time) (dueOu
 	return outcomeRenewed, nil
 }
 
-// RunWorker runs a lifecycle pass at once and then every `every` (default
-// one minute) until ctx is done, logging what each pass did.
+// RunWorker runs a lifecycle pass and a settlement pass (SettleIntents) at
+// once and then every `every` (default one minute) until ctx is done,
+// logging what each pass did.
 func (s *Service) RunWorker(ctx context.Context, every time.Duration) {
 	if every <= 0 {
 		every = time.Minute
@@ -349,6 +350,14 @@ func (s *Service) RunWorker(ctx context.Context, every time.Duration) {
 			s.logger.Error("lifecycle pass failed", zap.Error(err), zap.Any("report", rep))
 		case rep.Acted():
 			s.logger.Info("lifecycle pass", zap.Any("report", rep))
+		}
+		// Settlement of charge intents left open by a node that died (intents.go).
+		srep, err := s.SettleIntents(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.logger.Warn("settlement pass incomplete: the rest is retried next pass", zap.Error(err), zap.Any("report", srep))
+		case srep.Acted():
+			s.logger.Info("settlement pass", zap.Any("report", srep))
 		}
 		select {
 		case <-ctx.Done():

@@ -218,3 +218,36 @@ type Charge struct {
 	ProcessorRef   string
 	CreatedAt      time.Time
 }
+
+// ChargeIntent is written, in its own transaction, before the processor is
+// asked to charge a subscription or a past-due retry, so that a charge made
+// by a node that died before recording it can be found and refunded (see
+// intents.go). The transaction that records the charge marks the intent done.
+type ChargeIntent struct {
+	ID             string
+	UserID         string
+	SubscriptionID string // pre-allocated for a subscribe: it may not exist (yet)
+	ChargeID       string // the Charge record a retry pays, "" for a subscribe
+	Kind           string // IntentSubscribe or IntentRetry
+	Amount         string // exact decimal USD
+	IdempotencyKey string // what the processor was asked to charge under
+	Status         string // IntentPending → IntentDone | IntentSettling → IntentRefunded | IntentVoid
+	ProcessorRef   string // set once known
+	CreatedAt      time.Time
+	UpdatedAt      time.Time // when the status last changed (a claim's age)
+}
+
+// TestCharge is one charge attempt in the built-in test processor's ledger,
+// keyed by its idempotency key; declined attempts are kept too, so that a
+// repeated key is answered with the first outcome even after a restart.
+type TestCharge struct {
+	Ref            string
+	UserID         string
+	MethodID       string
+	Amount         string
+	IdempotencyKey string
+	Description    string
+	Declined       bool
+	Refunded       bool
+	CreatedAt      time.Time
+}

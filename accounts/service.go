@@ -60,7 +60,8 @@ func NewService(cfg Config) (*Service, error) {
 		s.logger = zap.NewNop()
 	}
 	if s.processor == nil {
-		s.processor = NewTestProcessor()
+		// The ledger in the store survives restarts, as a real processor's does.
+		s.processor = NewTestProcessorOn(cfg.Store)
 	}
 	if s.notifier == nil {
 		s.notifier = LogNotifier{Logger: s.logger}

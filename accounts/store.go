@@ -122,4 +122,21 @@ type Tx interface {
 	CreateCharge(c *Charge) error
 	UpdateCharge(c *Charge) error
 	ListCharges(subscriptionID string) ([]*Charge, error)
+
+	// Charge intents, written before a processor call (see intents.go). ID and
+	// IdempotencyKey are unique. ListOpenChargeIntents lists the intents still
+	// pending or settling whose UpdatedAt is at or before t.
+	CreateChargeIntent(ci *ChargeIntent) error
+	GetChargeIntent(id string) (*ChargeIntent, error)
+	UpdateChargeIntent(ci *ChargeIntent) error
+	ListOpenChargeIntents(t time.Time) ([]*ChargeIntent, error)
+
+	// The built-in test processor's ledger, which it writes in transactions of
+	// its own as an outside processor would. IdempotencyKey and Ref are unique;
+	// GetTestCharge finds by idempotency key.
+	CreateTestCharge(c *TestCharge) error
+	GetTestCharge(idempotencyKey string) (*TestCharge, error)
+	GetTestChargeByRef(ref string) (*TestCharge, error)
+	UpdateTestCharge(c *TestCharge) error
+	ListTestCharges() ([]*TestCharge, error)
 }

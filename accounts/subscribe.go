@@ -2,9 +2,10 @@ package accounts
 
 // Subscribing to a pool: validation, seat allocation, the immediate charge.
 //
-// Ordering of the charge and the transaction. The processor is called
-// first, outside any transaction, and everything (subscription, seats,
-// charge record) is then created in one Update; when that transaction fails
+// Ordering of the charge and the transaction. A charge intent is committed
+// first (intents.go), the processor is called outside any transaction, and
+// everything (subscription, seats, charge record, the intent marked done)
+// is then created in one Update; when that transaction fails
 // (the seats were taken meanwhile, the pool left `active`, the store is
 // down) the charge is refunded. Before charging, a read-only pass checks
 // everything that can be checked (pool, terms, card, free seats), so the
@@ -18,9 +19,8 @@ package accounts
 // transaction ran, so nothing exists and no seat was held — and the charge's
 // idempotency key ("subscribe:<new subscription id>") makes a repeated call
 // harmless. The remaining window, a crash between a successful charge and
-// the commit, leaves a charge without a subscription: the processor's
-// records (the idempotency key carries the subscription id) find it for a
-// refund.
+// the commit, leaves a pending charge intent: settlement (intents.go) asks
+// the processor about its idempotency key and refunds the charge.
 
 import (
 	"context"
@@ -233,9 +233,14 @@ func (s *Service) Subscribe(ctx context.Context, userID, poolIDOrSlug string, re
 		return nil, fmt.Errorf("subscribe %s: %w", pool.Slug, err)
 	}
 
-	// 2. The charge, outside any transaction.
+	// 2. The charge intent, committed before money moves (intents.go), then
+	// the charge, outside any transaction.
 	subID := newID()
 	idem := "subscribe:" + subID
+	intent := &ChargeIntent{UserID: userID, SubscriptionID: subID, Kind: IntentSubscribe, Amount: amount, IdempotencyKey: idem}
+	if err := s.writeIntent(ctx, intent); err != nil {
+		return nil, passClientError("subscribe", err)
+	}
 	ref, err := s.processor.Charge(ctx, ChargeRequest{
 		UserID:         userID,
 		MethodID:       user.PaymentMethod.ID,
@@ -244,26 +249,38 @@ func (s *Service) Subscribe(ctx context.Context, userID, poolIDOrSlug string, re
 		Description:    fmt.Sprintf("Timeblock %s: %s x%d, first %s", pool.Slug, blockList(order.blocks), order.quantity, order.cycle),
 	})
 	if errors.Is(err, ErrDeclined) {
+		s.finishIntent(ctx, intent.ID, IntentVoid, "")
 		return nil, PaymentDeclined("your card (%s ending %s) was declined; nothing was created and no seat is held. Save another card with POST /api/billing/setup-intent and try again",
 			user.PaymentMethod.Brand, user.PaymentMethod.Last4)
 	}
 	if err != nil {
-		s.logger.Error("subscribe charge failed", zap.String("user_id", userID), zap.Error(err))
-		return nil, &Error{Status: 502, Message: "the payment could not be completed; nothing was created. Try again in a moment"}
+		// The intent stays pending: settlement refunds anything the
+		// processor charged after all.
+		s.logger.Error("subscribe charge failed", zap.String("user_id", userID), zap.String("intent_id", intent.ID), zap.Error(err))
+		return nil, &Error{Status: 502, Message: "the payment could not be completed; nothing was created, and any charge made will be refunded. Try again in a moment"}
 	}
 
-	// 3. Everything else in one transaction; refund when it fails.
+	// 3. Everything else in one transaction, which marks the intent done;
+	// refund when it fails.
 	var sub *Subscription
 	for attempt := 1; ; attempt++ {
-		sub, err = s.createSubscription(ctx, subID, userID, pool.ID, order, amount, ref)
+		sub, err = s.createSubscription(ctx, subID, userID, pool.ID, intent.ID, order, amount, ref)
 		if !errors.Is(err, ErrConflict) || attempt == seatAttempts {
 			break
 		}
 	}
 	if err != nil {
-		s.refund(ctx, ref, idem, "the subscription could not be created")
+		if s.refundIntent(ctx, intent.ID, idem, ref, "the subscription could not be created") {
+			// The commit went through after all (its answer was lost).
+			s.logger.Error("subscribe: the subscription was created although its transaction reported an error",
+				zap.String("subscription_id", subID), zap.Error(err))
+			return nil, &Error{Status: 503, Message: "the subscription may have been created; look at GET /api/subscriptions before trying again"}
+		}
 		if errors.Is(err, ErrConflict) {
 			return nil, Conflict("sold out: other subscriptions took the seats while yours was being charged; your charge was refunded. Look at GET /api/pools/%s and try again", pool.Slug)
+		}
+		if errors.Is(err, errIntentTaken) {
+			return nil, &Error{Status: 503, Message: "the payment took too long to be recorded; your charge was refunded and nothing was created. Try again"}
 		}
 		return nil, passClientError("subscribe", err)
 	}
@@ -278,11 +295,15 @@ func (s *Service) Subscribe(ctx context.Context, userID, poolIDOrSlug string, re
 }
 
 // createSubscription writes the paid subscription, its seats and its charge
-// record in one transaction. ErrConflict means a concurrent subscription
+// record in one transaction, and marks the charge intent done (refusing with
+// errIntentTaken when settlement claimed it). ErrConflict means a concurrent subscription
 // took a seat it picked: the caller tries again with fresh seats.
-func (s *Service) createSubscription(ctx context.Context, subID, userID, poolID string, o *subscribeOrder, amount, ref string) (*Subscription, error) {
+func (s *Service) createSubscription(ctx context.Context, subID, userID, poolID, intentID string, o *subscribeOrder, amount, ref string) (*Subscription, error) {
 	var sub *Subscription
 	err := s.store.Update(ctx, func(tx Tx) error {
+		if err := markIntentDoneTx(tx, intentID, ref, s.clock()); err != nil {
+			return err
+		}
 		pool, err := tx.GetPool(poolID)
 		if err != nil {
 			return err

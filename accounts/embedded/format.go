@@ -10,7 +10,7 @@ import (
 
 // formatVersion is the layout this build reads and writes. A file written by
 // an older build is migrated at Open; a newer one is refused.
-const formatVersion = 1
+const formatVersion = 2
 
 // Buckets. Entity buckets map an id to its JSON record; the others are
 // indexes that map a unique value (or a composite key) to an id.
@@ -45,6 +45,13 @@ const (
 
 	bucketCharges         = "charges"
 	bucketChargesByPeriod = "charges_by_period" // (subscription, period start) → charge id
+
+	// Since format 2 (intents.go).
+	bucketIntents          = "charge_intents"
+	bucketIntentsByKey     = "charge_intents_by_key" // idempotency key → intent id
+	bucketIntentsOpen      = "charge_intents_open"   // id → nil, pending or settling only
+	bucketTestCharges      = "test_charges"          // idempotency key → record
+	bucketTestChargesByRef = "test_charges_by_ref"   // ref → idempotency key
 )
 
 const formatKey = "format"
@@ -68,6 +75,7 @@ func migrate(btx *bolt.Tx) error {
 	// steps[i] moves the file from version i to i+1.
 	steps := []func(*bolt.Tx) error{
 		createBuckets,
+		createIntentBuckets,
 	}
 	for ; version < formatVersion; version++ {
 		if err := steps[version](btx); err != nil {
@@ -86,6 +94,19 @@ func createBuckets(btx *bolt.Tx) error {
 		bucketKeys, bucketKeysByHash, bucketKeysBySub, bucketKeysByUser,
 		bucketCombined, bucketCombinedByHash, bucketCombinedBySub, bucketCombinedByUser,
 		bucketCharges, bucketChargesByPeriod,
+	} {
+		if _, err := btx.CreateBucketIfNotExists([]byte(name)); err != nil {
+			return fmt.Errorf("create bucket %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// createIntentBuckets adds the charge intents and the test processor's
+// ledger (format 2).
+func createIntentBuckets(btx *bolt.Tx) error {
+	for _, name := range []string{
+		bucketIntents, bucketIntentsByKey, bucketIntentsOpen, bucketTestCharges, bucketTestChargesByRef,
 	} {
 		if _, err := btx.CreateBucketIfNotExists([]byte(name)); err != nil {
 			return fmt.Errorf("create bucket %s: %w", name, err)

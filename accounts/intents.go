@@ -1,0 +1,301 @@
+package accounts
+
+// Charge intents and settlement: no charge without a record.
+//
+// Before the processor is asked to charge a new subscription or a past-due
+// retry, a ChargeIntent (status pending, with the idempotency key the
+// processor will see) is committed in a transaction of its own. The
+// transaction that records the charge (creates the subscription, marks the
+// retried charge paid) marks the intent done in the same commit, and refuses
+// when the intent is no longer pending: then a settler owns it and the
+// caller refunds. A node that dies between the charge and that commit leaves
+// the intent pending.
+//
+// Settlement runs with every lifecycle pass (at start and then every
+// lifecycle_interval, on every node). It takes the intents pending (or
+// settling, for a settler that died) for longer than settleGrace, and for
+// each one:
+//
+//  1. claims it in a transaction (pending → settling, updated now), so no two
+//     nodes settle one intent at once; a subscribe intent whose subscription
+//     exists is marked done right there;
+//  2. asks the processor whether the idempotency key was charged
+//     (Processor.FindCharge). Unreachable: the intent stays settling and is
+//     taken again after settleGrace;
+//  3. not charged: marks it void; charged: refunds it (the refund's
+//     idempotency key is derived from the intent's, the same one the caller's
+//     own refund uses, so it is refunded at most once) and marks it refunded.
+//
+// Renewals need no intent: their pending Charge record, created before the
+// processor call, is one already (lifecycle.go reclaims it after
+// claimTimeout with the same idempotency key).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Charge intent kinds.
+const (
+	IntentSubscribe = "subscribe"
+	IntentRetry     = "retry"
+)
+
+// Charge intent statuses.
+const (
+	IntentPending  = "pending"  // written before the processor call
+	IntentDone     = "done"     // the charge is recorded (subscription or retried charge)
+	IntentSettling = "settling" // claimed by a settler or by the caller's refund
+	IntentRefunded = "refunded" // charged, nothing recorded: refunded
+	IntentVoid     = "void"     // nothing was charged (declined, or the processor never saw it)
+)
+
+// settleGrace is how long an intent may stay pending before settlement takes
+// it: longer than any processor call can take (the request's own deadline,
+// and the 30 s of a refund), so that settlement never races a caller that is
+// still waiting for the processor. Even then the race is safe: the caller's
+// recording transaction refuses an intent that is no longer pending, and the
+// caller refunds.
+const settleGrace = 15 * time.Minute
+
+// SettleGraceEnv overrides settleGrace (a Go duration) for tests that kill
+// nodes and cannot wait a quarter of an hour. Not for production.
+const SettleGraceEnv = "TIMEBLOCK_TEST_SETTLE_GRACE"
+
+// errIntentTaken is what a recording transaction returns when its intent was
+// claimed by a settler: nothing is recorded and the caller refunds.
+var errIntentTaken = errors.New("charge intent taken over by settlement")
+
+// settleGraceNow returns settleGrace, or the test override.
+func settleGraceNow() time.Duration {
+	if v := os.Getenv(SettleGraceEnv); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+			return d
+		}
+	}
+	return settleGrace
+}
+
+// refundIdempotencyKey is the refund key of an intent's charge: the caller
+// and every settler use the same one, so a charge is refunded at most once.
+func refundIdempotencyKey(intentKey string) string { return "refund:" + intentKey }
+
+// writeIntent commits a new pending intent before the processor is called.
+func (s *Service) writeIntent(ctx context.Context, in *ChargeIntent) error {
+	now := s.clock()
+	in.ID, in.Status, in.CreatedAt, in.UpdatedAt = newID(), IntentPending, now, now
+	return s.store.Update(ctx, func(tx Tx) error { return tx.CreateChargeIntent(in) })
+}
+
+// markIntentDoneTx marks the intent done inside the transaction that records
+// its charge, or refuses with errIntentTaken when it is no longer pending.
+func markIntentDoneTx(tx Tx, id, ref string, now time.Time) error {
+	in, err := tx.GetChargeIntent(id)
+	if err != nil {
+		return err
+	}
+	if in.Status != IntentPending {
+		return fmt.Errorf("intent %s is %s: %w", id, in.Status, errIntentTaken)
+	}
+	in.Status, in.ProcessorRef, in.UpdatedAt = IntentDone, ref, now
+	return tx.UpdateChargeIntent(in)
+}
+
+// finishIntent moves an intent to a final status (void, refunded) unless it
+// is done already. Failures are logged: settlement finishes it later.
+func (s *Service) finishIntent(ctx context.Context, id, status, ref string) {
+	ctx = context.WithoutCancel(ctx)
+	err := s.store.Update(ctx, func(tx Tx) error {
+		in, err := tx.GetChargeIntent(id)
+		if err != nil {
+			return err
+		}
+		if in.Status == IntentDone || in.Status == status {
+			return nil
+		}
+		in.Status, in.UpdatedAt = status, s.clock()
+		if ref != "" {
+			in.ProcessorRef = ref
+		}
+		return tx.UpdateChargeIntent(in)
+	})
+	if err != nil {
+		s.logger.Warn("charge intent left open for settlement", zap.String("intent_id", id),
+			zap.String("status", status), zap.Error(err))
+	}
+}
+
+// refundIntent returns the charge of an intent whose recording failed: it
+// claims the intent (unless its charge was recorded after all: then it
+// reports done and refunds nothing), refunds, and marks it refunded. When
+// any step fails the intent stays open and settlement finishes the job.
+func (s *Service) refundIntent(ctx context.Context, id, idem, ref, why string) (done bool) {
+	ctx = context.WithoutCancel(ctx)
+	err := s.store.Update(ctx, func(tx Tx) error {
+		done = false
+		in, err := tx.GetChargeIntent(id)
+		if err != nil {
+			return err
+		}
+		switch in.Status {
+		case IntentDone:
+			done = true
+			return nil
+		case IntentPending:
+			in.Status, in.UpdatedAt = IntentSettling, s.clock()
+			return tx.UpdateChargeIntent(in)
+		}
+		return nil // settling (a settler refunds with the same key) or finished
+	})
+	if err != nil {
+		s.logger.Error("charge intent not claimed for refund; settlement will refund it",
+			zap.String("intent_id", id), zap.String("charge_ref", ref), zap.Error(err))
+		return false
+	}
+	if done {
+		return true
+	}
+	if s.refund(ctx, ref, idem, why) {
+		s.finishIntent(ctx, id, IntentRefunded, ref)
+	}
+	return false
+}
+
+// SettlementReport counts what one settlement pass did.
+type SettlementReport struct {
+	Done     int // the charge was recorded after all
+	Refunded int // charged without a record: refunded
+	Void     int // nothing had been charged
+	Left     int // processor or store unreachable: taken again next time
+}
+
+// Acted reports whether the pass settled anything.
+func (r SettlementReport) Acted() bool { return r.Done+r.Refunded+r.Void+r.Left > 0 }
+
+// SettleIntents settles the charge intents left open for longer than the
+// settlement grace (see the top of this file). It is safe to run on several
+// nodes at once.
+func (s *Service) SettleIntents(ctx context.Context) (SettlementReport, error) {
+	var rep SettlementReport
+	now := s.clock()
+	grace := settleGraceNow()
+	var open []*ChargeIntent
+	err := s.store.View(ctx, func(tx Tx) error {
+		var err error
+		open, err = tx.ListOpenChargeIntents(now.Add(-grace))
+		return err
+	})
+	if err != nil {
+		return rep, fmt.Errorf("settlement: listing open charge intents: %w", err)
+	}
+	var errs []error
+	for _, in := range open {
+		if ctx.Err() != nil {
+			errs = append(errs, ctx.Err())
+			break
+		}
+		outcome, err := s.settleIntent(ctx, in.ID, grace)
+		switch {
+		case err != nil:
+			rep.Left++
+			errs = append(errs, fmt.Errorf("intent %s: %w", in.ID, err))
+		case outcome == IntentDone:
+			rep.Done++
+		case outcome == IntentRefunded:
+			rep.Refunded++
+		case outcome == IntentVoid:
+			rep.Void++
+		}
+	}
+	return rep, errors.Join(errs...)
+}
+
+// settleIntent settles one intent and returns its final status ("" when
+// another node holds it).
+func (s *Service) settleIntent(ctx context.Context, id string, grace time.Duration) (string, error) {
+	// 1. Claim.
+	var (
+		in      *ChargeIntent
+		outcome string
+	)
+	err := s.store.Update(ctx, func(tx Tx) error {
+		in, outcome = nil, ""
+		cur, err := tx.GetChargeIntent(id)
+		if err != nil {
+			return err
+		}
+		now := s.clock()
+		switch cur.Status {
+		case IntentPending:
+		case IntentSettling:
+			if now.Sub(cur.UpdatedAt) < grace {
+				return nil // another settler holds it
+			}
+		default:
+			return nil // finished meanwhile
+		}
+		in = cur
+		if cur.Kind == IntentSubscribe {
+			if _, err := tx.GetSubscription(cur.SubscriptionID); err == nil {
+				cur.Status, cur.UpdatedAt, outcome = IntentDone, now, IntentDone
+				return tx.UpdateChargeIntent(cur)
+			} else if !errors.Is(err, ErrNotFound) {
+				return err
+			}
+		}
+		cur.Status, cur.UpdatedAt = IntentSettling, now
+		return tx.UpdateChargeIntent(cur)
+	})
+	if err != nil {
+		return "", fmt.Errorf("claiming: %w", err)
+	}
+	if in == nil {
+		return "", nil
+	}
+	if outcome == IntentDone {
+		s.logger.Info("charge intent settled", zap.String("intent_id", id), zap.String("kind", in.Kind),
+			zap.String("user_id", in.UserID), zap.String("subscription_id", in.SubscriptionID),
+			zap.String("outcome", IntentDone))
+		return IntentDone, nil
+	}
+
+	// 2. Ask the processor.
+	ref, found, err := s.processor.FindCharge(ctx, in.IdempotencyKey)
+	if err != nil {
+		return "", fmt.Errorf("asking the processor: %w", err)
+	}
+	final := IntentVoid
+	if found {
+		// 3. Refund.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		err := s.processor.Refund(rctx, ref, refundIdempotencyKey(in.IdempotencyKey))
+		cancel()
+		if err != nil {
+			return "", fmt.Errorf("refunding %s: %w", ref, err)
+		}
+		final = IntentRefunded
+	}
+	err = s.store.Update(ctx, func(tx Tx) error {
+		cur, err := tx.GetChargeIntent(id)
+		if err != nil {
+			return err
+		}
+		if cur.Status != IntentSettling {
+			return nil
+		}
+		cur.Status, cur.ProcessorRef, cur.UpdatedAt = final, ref, s.clock()
+		return tx.UpdateChargeIntent(cur)
+	})
+	if err != nil {
+		return "", fmt.Errorf("recording the settlement: %w", err)
+	}
+	s.logger.Info("charge intent settled", zap.String("intent_id", id), zap.String("kind", in.Kind),
+		zap.String("user_id", in.UserID), zap.String("subscription_id", in.SubscriptionID),
+		zap.String("outcome", final), zap.String("charge_ref", ref), zap.String("amount", in.Amount))
+	return final, nil
+}
