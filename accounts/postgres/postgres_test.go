@@ -46,7 +46,7 @@ func emptyTables(t *testing.T, dsn string) {
 	}
 	defer conn.Close(context.Background())
 	for _, table := range []string{
-		"charges", "combined_key_members", "combined_keys", "keys", "seats",
+		"charge_intents", "test_charges", "charges", "combined_key_members", "combined_keys", "keys", "seats",
 		"subscriptions", "pools", "management_keys", "sessions", "users",
 	} {
 		if _, err := conn.Exec(t.Context(), "DELETE FROM "+table); err != nil {

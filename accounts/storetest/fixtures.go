@@ -203,6 +203,10 @@ func createRecord(tx accounts.Tx, r any) error {
 		return tx.CreateCombinedKey(r)
 	case *accounts.Charge:
 		return tx.CreateCharge(r)
+	case *accounts.ChargeIntent:
+		return tx.CreateChargeIntent(r)
+	case *accounts.TestCharge:
+		return tx.CreateTestCharge(r)
 	}
 	return fmt.Errorf("storetest: no create for %T", r)
 }

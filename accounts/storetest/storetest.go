@@ -49,6 +49,9 @@ func Run(t *testing.T, open func(t *testing.T) accounts.Store) {
 		{"Invalidation", testInvalidation},
 		{"ConcurrentSeats", testConcurrentSeats},
 		{"ConcurrentChargeClaims", testConcurrentChargeClaims},
+		{"ChargeIntents", testChargeIntents},
+		{"ConcurrentIntentClaims", testConcurrentIntentClaims},
+		{"TestCharges", testTestCharges},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
