@@ -62,7 +62,9 @@ func testChargeIntents(t *testing.T, s accounts.Store) {
 	expect(t, s, "ListOpenChargeIntents: pending and settling, by creation", []*accounts.ChargeIntent{pending, settling, retry},
 		func(tx accounts.Tx) ([]*accounts.ChargeIntent, error) { return tx.ListOpenChargeIntents(all) })
 	expect(t, s, "ListOpenChargeIntents: updated at or before t", []*accounts.ChargeIntent{pending, settling},
-		func(tx accounts.Tx) ([]*accounts.ChargeIntent, error) { return tx.ListOpenChargeIntents(settling.UpdatedAt) })
+		func(tx accounts.Tx) ([]*accounts.ChargeIntent, error) {
+			return tx.ListOpenChargeIntents(settling.UpdatedAt)
+		})
 	expect(t, s, "ListOpenChargeIntents before any", nil,
 		func(tx accounts.Tx) ([]*accounts.ChargeIntent, error) { return tx.ListOpenChargeIntents(at(0)) })
 
@@ -73,11 +75,15 @@ func testChargeIntents(t *testing.T, s accounts.Store) {
 		return tx.GetChargeIntent(pending.ID)
 	})
 	expect(t, s, "ListOpenChargeIntents after done", []*accounts.ChargeIntent{settling, retry},
-		func(tx accounts.Tx) ([]*accounts.ChargeIntent, error) { return tx.ListOpenChargeIntents(at(3 * time.Hour)) })
+		func(tx accounts.Tx) ([]*accounts.ChargeIntent, error) {
+			return tx.ListOpenChargeIntents(at(3 * time.Hour))
+		})
 	done.Status, done.UpdatedAt = accounts.IntentSettling, at(2*time.Hour)
 	update(t, s, func(tx accounts.Tx) error { return tx.UpdateChargeIntent(done) })
 	expect(t, s, "ListOpenChargeIntents after reopening", []*accounts.ChargeIntent{settling, done, retry},
-		func(tx accounts.Tx) ([]*accounts.ChargeIntent, error) { return tx.ListOpenChargeIntents(at(3 * time.Hour)) })
+		func(tx accounts.Tx) ([]*accounts.ChargeIntent, error) {
+			return tx.ListOpenChargeIntents(at(3 * time.Hour))
+		})
 
 	// Uniqueness and references.
 	dupID := f.intent(u, accounts.IntentPending)
