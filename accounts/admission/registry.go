@@ -30,8 +30,15 @@ const registryShards = 32
 //
 // Idle lane groups are kept (so that the next request allocates nothing) until
 // two Sweeps pass without any use.
+//
+// A registry made by NewClusterRegistry shares the lanes with other nodes
+// through a Coordinator: see acquireCluster.
 type Registry struct {
 	seed   maphash.Seed
+	coord  Coordinator // nil: this process alone holds the lanes
+	grace  time.Duration
+	stop   chan struct{}
+	done   chan struct{}
 	shards [registryShards]registryShard
 }
 
@@ -46,12 +53,27 @@ type lane struct {
 	inUse   int
 	waiters []*waiter
 	used    bool // acquired since the last Sweep
+
+	// With a coordinator only.
+	key    LaneKey
+	idle   []clusterSlot // slots this node holds from the cluster, not in use
+	recent bool          // acquired since the last tick
+	quiet  uint8         // ticks without an acquire
+	wanted uint8         // ticks left during which another node waits for a lane
+}
+
+// clusterSlot is one lane taken from the cluster.
+type clusterSlot struct {
+	slot  int32
+	epoch uint64
 }
 
 type waiter struct {
 	capacity int
 	ready    chan struct{} // closed when granted
 	granted  bool
+	slot     clusterSlot   // with granted, in cluster mode
+	retry    chan struct{} // cluster mode: a slot may have come free elsewhere
 }
 
 // NewRegistry returns an empty registry.
@@ -73,6 +95,8 @@ func (r *Registry) shard(k LaneKey) *registryShard {
 type Lease struct {
 	sh *registryShard
 	l  *lane
+	r  *Registry // set in cluster mode only
+	s  clusterSlot
 }
 
 // Release returns the lane, handing it to the oldest waiter that fits.
@@ -82,7 +106,11 @@ func (ls *Lease) Release() {
 	}
 	ls.sh.mu.Lock()
 	ls.l.inUse--
-	ls.l.handOff()
+	if ls.r == nil {
+		ls.l.handOff()
+	} else {
+		ls.r.putBack(ls.l, ls.s)
+	}
 	ls.sh.mu.Unlock()
 	ls.l = nil
 }
@@ -93,6 +121,9 @@ func (ls *Lease) Release() {
 // pool labels the group in InUseByPool. waited is how long the call queued
 // (zero when a lane was free at once).
 func (r *Registry) Acquire(ctx context.Context, k LaneKey, pool string, capacity int, wait time.Duration) (lease Lease, waited time.Duration, err error) {
+	if r.coord != nil {
+		return r.acquireCluster(ctx, k, pool, capacity, wait)
+	}
 	sh := r.shard(k)
 	sh.mu.Lock()
 	l := sh.lanes[k]
@@ -195,7 +226,7 @@ func (r *Registry) Sweep() int {
 		sh.mu.Lock()
 		for k, l := range sh.lanes {
 			switch {
-			case l.inUse > 0 || len(l.waiters) > 0:
+			case l.inUse > 0 || len(l.waiters) > 0 || len(l.idle) > 0:
 			case l.used:
 				l.used = false
 			default:
