@@ -53,6 +53,9 @@ type LastUsedBatch struct {
 // ErrNotFound for a missing id. Lists are ordered by creation time, oldest
 // first, and return an empty (non-nil is not required) slice when nothing matches.
 type Tx interface {
+	// Billing records of a real payment processor (billing_records.go).
+	BillingTx
+
 	// Users. Email is unique.
 	CreateUser(u *User) error
 	GetUser(id string) (*User, error)

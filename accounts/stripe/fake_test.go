@@ -1,0 +1,268 @@
+package stripe_test
+
+// fakeStripe is a small stateful Stripe for the tests where state matters:
+// customers, attached payment methods, PaymentIntents with idempotent
+// replays, declines, cards that require authentication, refunds and search.
+// It answers the way Stripe's API does for the calls the processor makes.
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+type fakeCard struct {
+	brand, last4 string
+	declineCode  string // "" charges succeed
+	message      string
+	authRequired bool // every payment needs 3-D Secure
+}
+
+// fakeCards are Stripe's test tokens the fake knows.
+var fakeCards = map[string]fakeCard{
+	"pm_card_visa":                                 {brand: "visa", last4: "4242"},
+	"pm_card_mastercard":                           {brand: "mastercard", last4: "4444"},
+	"pm_card_chargeCustomerFail":                   {brand: "visa", last4: "0341", declineCode: "generic_decline", message: "Your card was declined."},
+	"pm_card_visa_chargeDeclinedInsufficientFunds": {brand: "visa", last4: "9995", declineCode: "insufficient_funds", message: "Your card has insufficient funds."},
+	"pm_card_authenticationRequired":               {brand: "visa", last4: "3184", authRequired: true},
+}
+
+type fakePI struct {
+	ID, Customer, PaymentMethod, Status string
+	Amount                              int64
+	Metadata                            map[string]string
+	Refunded                            bool
+}
+
+type fakeRequest struct {
+	Method, Path, IdempotencyKey string
+	Form                         map[string]string
+}
+
+type fakeStripe struct {
+	t   *testing.T
+	srv *httptest.Server
+
+	mu        sync.Mutex
+	n         int
+	customers map[string]string    // id → default payment method
+	methods   map[string]string    // pm id → card token
+	owner     map[string]string    // pm id → customer
+	pis       map[string]*fakePI   // by id
+	replays   map[string]fakeReply // idempotency key → first answer
+	requests  []fakeRequest
+	failNext  int // answer the next n requests 500 (after doing nothing)
+}
+
+type fakeReply struct {
+	status int
+	body   []byte
+}
+
+func newFakeStripe(t *testing.T) *fakeStripe {
+	f := &fakeStripe{t: t, customers: map[string]string{}, methods: map[string]string{}, owner: map[string]string{},
+		pis: map[string]*fakePI{}, replays: map[string]fakeReply{}}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeStripe) URL() string { return f.srv.URL }
+
+func (f *fakeStripe) id(prefix string) string {
+	f.n++
+	return fmt.Sprintf("%s_fake%d", prefix, f.n)
+}
+
+// calls returns the requests made to path prefix, oldest first.
+func (f *fakeStripe) calls(method, prefix string) []fakeRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []fakeRequest
+	for _, r := range f.requests {
+		if r.Method == method && strings.HasPrefix(r.Path, prefix) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (f *fakeStripe) paymentIntents() []*fakePI {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*fakePI
+	for i := 1; i <= f.n; i++ {
+		if pi, ok := f.pis[fmt.Sprintf("pi_fake%d", i)]; ok {
+			c := *pi
+			out = append(out, &c)
+		}
+	}
+	return out
+}
+
+func (f *fakeStripe) serve(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		f.t.Errorf("fake stripe: %v", err)
+	}
+	form := map[string]string{}
+	for k, v := range r.Form {
+		form[k] = v[0]
+	}
+	if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer sk_test_") {
+		f.reply(w, 401, errBody("invalid_request_error", "", "", "Invalid API Key provided"))
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	idem := r.Header.Get("Idempotency-Key")
+	f.requests = append(f.requests, fakeRequest{Method: r.Method, Path: r.URL.Path, IdempotencyKey: idem, Form: form})
+	if f.failNext > 0 {
+		f.failNext--
+		f.reply(w, 500, errBody("api_error", "", "", "something went wrong"))
+		return
+	}
+	if r.Method == http.MethodPost && idem != "" {
+		if rep, ok := f.replays[idem]; ok {
+			w.Header().Set("Idempotent-Replayed", "true")
+			w.WriteHeader(rep.status)
+			w.Write(rep.body)
+			return
+		}
+	}
+	status, body := f.route(r.Method, r.URL.Path, form)
+	b, _ := json.Marshal(body)
+	if r.Method == http.MethodPost && idem != "" && status != 500 {
+		f.replays[idem] = fakeReply{status, b}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+func (f *fakeStripe) reply(w http.ResponseWriter, status int, body any) {
+	b, _ := json.Marshal(body)
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+func errBody(typ, code, decline, msg string) map[string]any {
+	e := map[string]any{"type": typ, "message": msg}
+	if code != "" {
+		e["code"] = code
+	}
+	if decline != "" {
+		e["decline_code"] = decline
+	}
+	return map[string]any{"error": e}
+}
+
+func (f *fakeStripe) piJSON(pi *fakePI) map[string]any {
+	return map[string]any{"id": pi.ID, "object": "payment_intent", "status": pi.Status, "amount": pi.Amount,
+		"currency": "usd", "customer": pi.Customer, "metadata": pi.Metadata, "client_secret": pi.ID + "_secret"}
+}
+
+func (f *fakeStripe) route(method, path string, form map[string]string) (int, any) {
+	parts := strings.Split(strings.Trim(path, "/"), "/") // v1, resource, ...
+	switch {
+	case method == "POST" && path == "/v1/customers":
+		id := f.id("cus")
+		f.customers[id] = ""
+		return 200, map[string]any{"id": id, "object": "customer", "email": form["email"]}
+	case method == "POST" && len(parts) == 3 && parts[1] == "customers":
+		if _, ok := f.customers[parts[2]]; !ok {
+			return 404, errBody("invalid_request_error", "resource_missing", "", "No such customer: '"+parts[2]+"'")
+		}
+		if pm := form["invoice_settings[default_payment_method]"]; pm != "" {
+			if f.owner[pm] != parts[2] {
+				return 400, errBody("invalid_request_error", "", "", "The customer does not have a payment method with the ID "+pm)
+			}
+			f.customers[parts[2]] = pm
+		}
+		return 200, map[string]any{"id": parts[2], "object": "customer"}
+	case method == "POST" && len(parts) == 4 && parts[1] == "payment_methods" && parts[3] == "attach":
+		token := parts[2]
+		card, ok := fakeCards[token]
+		if !ok {
+			return 404, errBody("invalid_request_error", "resource_missing", "", "No such PaymentMethod: '"+token+"'")
+		}
+		id := f.id("pm")
+		f.methods[id] = token
+		f.owner[id] = form["customer"]
+		return 200, map[string]any{"id": id, "object": "payment_method", "type": "card",
+			"card": map[string]any{"brand": card.brand, "last4": card.last4}}
+	case method == "POST" && path == "/v1/payment_intents":
+		amount, _ := strconv.ParseInt(form["amount"], 10, 64)
+		pi := &fakePI{ID: f.id("pi"), Customer: form["customer"], PaymentMethod: form["payment_method"], Amount: amount, Metadata: map[string]string{}}
+		for k, v := range form {
+			if strings.HasPrefix(k, "metadata[") {
+				pi.Metadata[strings.TrimSuffix(strings.TrimPrefix(k, "metadata["), "]")] = v
+			}
+		}
+		f.pis[pi.ID] = pi
+		if f.owner[pi.PaymentMethod] != pi.Customer {
+			pi.Status = "requires_payment_method"
+			return 400, errBody("invalid_request_error", "", "", "The provided PaymentMethod does not belong to the Customer")
+		}
+		card := fakeCards[f.methods[pi.PaymentMethod]]
+		switch {
+		case card.authRequired && form["off_session"] == "true":
+			pi.Status = "requires_payment_method"
+			e := errBody("card_error", "authentication_required", "authentication_required", "Your card was declined. This transaction requires authentication.")
+			e["error"].(map[string]any)["payment_intent"] = f.piJSON(pi)
+			return 402, e
+		case card.authRequired && form["error_on_requires_action"] == "true":
+			pi.Status = "requires_payment_method"
+			return 402, errBody("card_error", "authentication_required", "", "Your card was declined. This transaction requires authentication.")
+		case card.authRequired:
+			pi.Status = "requires_action"
+			return 200, f.piJSON(pi)
+		case card.declineCode != "":
+			pi.Status = "requires_payment_method"
+			e := errBody("card_error", "card_declined", card.declineCode, card.message)
+			e["error"].(map[string]any)["payment_intent"] = f.piJSON(pi)
+			return 402, e
+		}
+		pi.Status = "succeeded"
+		return 200, f.piJSON(pi)
+	case method == "POST" && len(parts) == 4 && parts[1] == "payment_intents" && parts[3] == "cancel":
+		pi, ok := f.pis[parts[2]]
+		if !ok {
+			return 404, errBody("invalid_request_error", "resource_missing", "", "No such payment_intent")
+		}
+		pi.Status = "canceled"
+		return 200, f.piJSON(pi)
+	case method == "POST" && path == "/v1/refunds":
+		pi, ok := f.pis[form["payment_intent"]]
+		if !ok || pi.Status != "succeeded" {
+			return 400, errBody("invalid_request_error", "resource_missing", "", "No such payment_intent")
+		}
+		if pi.Refunded {
+			return 400, errBody("invalid_request_error", "charge_already_refunded", "", "Charge has already been refunded.")
+		}
+		pi.Refunded = true
+		return 200, map[string]any{"id": f.id("re"), "object": "refund", "payment_intent": pi.ID, "status": "succeeded", "amount": pi.Amount}
+	case method == "GET" && path == "/v1/payment_intents/search":
+		// Only the query form the processor sends: metadata['k']:'v'.
+		q := form["query"]
+		var data []any
+		for i := 1; i <= f.n; i++ {
+			pi, ok := f.pis[fmt.Sprintf("pi_fake%d", i)]
+			if !ok {
+				continue
+			}
+			for k, v := range pi.Metadata {
+				esc := strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v)
+				if q == fmt.Sprintf("metadata['%s']:'%s'", k, esc) {
+					data = append(data, f.piJSON(pi))
+				}
+			}
+		}
+		return 200, map[string]any{"object": "search_result", "data": data, "has_more": false, "url": path}
+	}
+	return 404, errBody("invalid_request_error", "", "", "Unrecognized request URL ("+method+": "+path+")")
+}
