@@ -63,7 +63,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: o.lockTimeout})
 	if errors.Is(err, berrors.ErrTimeout) {
-		return nil, fmt.Errorf("store file %s is in use by another process", path)
+		return nil, fmt.Errorf("another Caddy process is using %s; the embedded store admits one process — use store postgres for several nodes", path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open store file %s: %w", path, err)

@@ -67,7 +67,7 @@ func TestLockedFile(t *testing.T) {
 		s.Close()
 		t.Fatal("second Open of a locked file succeeded")
 	}
-	if want := "store file " + path + " is in use by another process"; !strings.Contains(err.Error(), want) {
+	if want := "another Caddy process is using " + path + "; the embedded store admits one process — use store postgres for several nodes"; !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q does not say %q", err, want)
 	}
 	if waited := time.Since(start); waited > 2*time.Second {
