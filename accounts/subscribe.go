@@ -250,8 +250,12 @@ func (s *Service) Subscribe(ctx context.Context, userID, poolIDOrSlug string, re
 	})
 	if errors.Is(err, ErrDeclined) {
 		s.finishIntent(ctx, intent.ID, IntentVoid, "")
-		return nil, PaymentDeclined("your card (%s ending %s) was declined; nothing was created and no seat is held. Save another card with POST /api/billing/setup-intent and try again",
-			user.PaymentMethod.Brand, user.PaymentMethod.Last4)
+		why := ""
+		if r := DeclineReason(err); r != "" {
+			why = " The processor says: " + r
+		}
+		return nil, PaymentDeclined("your card (%s ending %s) was declined; nothing was created and no seat is held.%s Save another card with POST /api/billing/setup-intent and try again",
+			user.PaymentMethod.Brand, user.PaymentMethod.Last4, why)
 	}
 	if err != nil {
 		// The intent stays pending: settlement refunds anything the
