@@ -25,6 +25,7 @@ const (
 	rejectClientGone
 	rejectUnknownEndpoint  // a path the gate does not serve (404)
 	rejectMethodNotAllowed // a served path with the wrong method (405)
+	rejectThrottled        // too many failed key checks from the address (429)
 	numRejectReasons
 )
 
@@ -43,6 +44,7 @@ var rejectReasonNames = [numRejectReasons]string{
 
 	rejectUnknownEndpoint:  "unknown_endpoint",
 	rejectMethodNotAllowed: "method_not_allowed",
+	rejectThrottled:        "throttled",
 }
 
 func (r rejectReason) String() string { return rejectReasonNames[r] }
