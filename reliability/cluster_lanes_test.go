@@ -14,8 +14,8 @@ package reliability
 
 import (
 	"bytes"
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
