@@ -56,6 +56,9 @@ type App struct {
 	LifecycleInterval caddy.Duration `json:"lifecycle_interval,omitempty"`
 	// SMTP sends key-delivered notices by e-mail; without it they are logged.
 	SMTP *SMTPConfig `json:"smtp,omitempty"`
+	// Billing selects a real payment processor (Stripe); without it the
+	// built-in test processor is used.
+	Billing *BillingConfig `json:"billing,omitempty"`
 
 	ctx        caddy.Context
 	shared     *shared
@@ -126,6 +129,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		a.SMTP.Password = repl.ReplaceAll(a.SMTP.Password, "")
 		a.SMTP.Username = repl.ReplaceAll(a.SMTP.Username, "")
 	}
+	if a.Billing != nil {
+		a.Billing.provision(repl)
+	}
 	for _, p := range a.Pools {
 		p.provision()
 	}
@@ -145,6 +151,12 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("timeblock: saving pools: %w", err)
 	}
 
+	var processor accounts.Processor // nil: the built-in test processor
+	if a.Billing != nil {
+		if processor, err = a.Billing.processor(sh.store); err != nil {
+			return err
+		}
+	}
 	var notifier accounts.Notifier = accounts.LogNotifier{Logger: a.logger}
 	if a.SMTP != nil {
 		notifier = accounts.SMTPNotifier{Addr: a.SMTP.Addr, From: a.SMTP.From, Username: a.SMTP.Username, Password: a.SMTP.Password}
@@ -153,6 +165,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		Store:        sh.store,
 		Secret:       a.Secret,
 		TermsVersion: a.TermsVersion,
+		Processor:    processor,
 		Notifier:     notifier,
 		SessionTTL:   time.Duration(a.SessionTTL),
 		GracePeriod:  time.Duration(a.GracePeriod),
@@ -183,6 +196,11 @@ func (a *App) Validate() error {
 		return errors.New("timeblock: no secret is set; consumption keys are encrypted at rest with it. " +
 			"Add `secret {env.TIMEBLOCK_SECRET}` to the timeblock global options and export TIMEBLOCK_SECRET " +
 			"(at least 16 random characters, e.g. from `openssl rand -base64 32`)")
+	}
+	if a.Billing != nil {
+		if err := a.Billing.validate(); err != nil {
+			return err
+		}
 	}
 	if a.SMTP != nil && (a.SMTP.Addr == "" || a.SMTP.From == "") {
 		return errors.New("timeblock: smtp needs addr (host:port) and from")

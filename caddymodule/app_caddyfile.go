@@ -40,6 +40,12 @@ func parseAppOptions(d *caddyfile.Dispenser, _ any) (any, error) {
 //			username <name>
 //			password <password>
 //		}
+//		billing stripe {
+//			secret_key <sk_live_... | sk_test_... | rk_...>
+//			webhook_secret <whsec_...>
+//			api_base <url>
+//			statement_descriptor <suffix>
+//		}
 //		pool <slug> {
 //			model <model id>
 //			name <display name>
@@ -137,6 +143,15 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return err
 				}
 			}
+		case "billing":
+			if a.Billing != nil {
+				return d.Err(errBillingTwice.Error())
+			}
+			b, err := parseBilling(d)
+			if err != nil {
+				return err
+			}
+			a.Billing = b
 		case "pool":
 			p, err := parsePool(d)
 			if err != nil {
