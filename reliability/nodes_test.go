@@ -33,8 +33,9 @@ const nodeSecret = "TIMEBLOCK_SECRET=reliability-secret-0123456789"
 var allBlocks = []string{"asia", "europe", "americas"}
 
 // nodeCaddyfile is one node. Pool "race" has %SLOTS% seats an hour; pool
-// "open" has plenty. The simulator answers at %RATE% tokens a second, so a
-// request holds its lane for max_tokens/%RATE% seconds. The public site
+// "open" has plenty. The simulator answers max_tokens tokens (its replies
+// are padded) at %RATE% tokens a second, so a request holds its lane for
+// max_tokens/%RATE% seconds. The public site
 // answers a JSON 404 off its routes, as Caddyfile.example does.
 const nodeCaddyfile = `{
 	timeblock {
@@ -68,7 +69,7 @@ const nodeCaddyfile = `{
 			lane_wait %WAIT%
 		}
 		timeblock_translate chat
-		reverse_proxy 127.0.0.1:{{.Upstream}} {
+		reverse_proxy %UPSTREAM% {
 			flush_interval -1
 			header_down X-Config %MARK%
 		}
@@ -82,6 +83,7 @@ const nodeCaddyfile = `{
 :{{.Upstream}} {
 	timeblock_simulator {
 		token_rate %RATE%
+		reply_tokens 4000
 	}
 }
 `
@@ -93,6 +95,9 @@ type nodeOpts struct {
 	wait  string // lane_wait; default 0 (refuse at once)
 	rate  int    // simulator tokens a second; default 1000
 	mark  string // X-Config on every answer, to tell configs apart; default 1
+	// upstream is the model server's host:port; default the simulator
+	// site on the Upstream port of the same Caddy.
+	upstream string
 }
 
 func (o nodeOpts) caddyfile() string {
@@ -111,12 +116,16 @@ func (o nodeOpts) caddyfile() string {
 	if o.mark == "" {
 		o.mark = "1"
 	}
+	if o.upstream == "" {
+		o.upstream = "127.0.0.1:{{.Upstream}}"
+	}
 	return strings.NewReplacer(
 		"%STORE%", o.store,
 		"%SLOTS%", strconv.Itoa(o.slots),
 		"%WAIT%", o.wait,
 		"%RATE%", strconv.Itoa(o.rate),
 		"%MARK%", o.mark,
+		"%UPSTREAM%", o.upstream,
 	).Replace(nodeCaddyfile)
 }
 
@@ -281,17 +290,20 @@ func metric(t testing.TB, c *e2e.Caddy, name string) (float64, bool) {
 	if a.status != http.StatusOK {
 		t.Fatalf("metrics: %s", a)
 	}
-	sum, found := 0.0, false
-	for _, line := range strings.Split(string(a.body), "\n") {
-		if !strings.HasPrefix(line, name) || (len(line) > len(name) && line[len(name)] != '{' && line[len(name)] != ' ') {
+	return sumSeries(a.body, name)
+}
+
+// sumSeries sums the samples of series name in a Prometheus text body.
+func sumSeries(body []byte, name string) (sum float64, found bool) {
+	for _, line := range strings.Split(string(body), "\n") {
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || !(strings.HasPrefix(rest, "{") || strings.HasPrefix(rest, " ")) {
 			continue
 		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			t.Fatalf("metrics: %q: %v", line, err)
+		f := strings.Fields(rest)
+		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+			sum, found = sum+v, true
 		}
-		sum, found = sum+v, true
 	}
 	return sum, found
 }
