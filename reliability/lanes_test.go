@@ -155,14 +155,14 @@ type laneStats struct {
 	cancelledBefore, cancelledMid        atomic.Int64
 	cancelledLate, failures, afterReload atomic.Int64
 
-	began  time.Time
+	began time.Time
 	// The reload's start and end (Unix ns); 0 until then.
 	reloadAt, reloadEnd atomic.Int64
 	// Connections the old config's server closed as the reload stopped
 	// it, under a request the client had just sent on them.
 	closedByReload atomic.Int64
-	mu     sync.Mutex
-	failed []string // the first few failures, for the log
+	mu             sync.Mutex
+	failed         []string // the first few failures, for the log
 }
 
 func (s *laneStats) fail(what string) {
