@@ -135,6 +135,8 @@ var (
 		[]string{"result"}, nil)
 	cacheLoadsDesc = prometheus.NewDesc("timeblock_gate_key_cache_loads_total",
 		"Entitlement loads from the store (concurrent misses of one key share one load).", nil, nil)
+	cacheUnknownLoadsDesc = prometheus.NewDesc("timeblock_gate_key_cache_unknown_loads_total",
+		"Entitlement loads that found no credential: an unknown key that reached the store (the filter of live keys was not loaded, or held a deleted key).", nil, nil)
 	cacheLoadErrorsDesc = prometheus.NewDesc("timeblock_gate_key_cache_load_errors_total",
 		"Entitlement loads that failed for a reason other than an unknown key.", nil, nil)
 )
@@ -143,6 +145,7 @@ func (c *gateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- lanesInUseDesc
 	ch <- cacheLookupsDesc
 	ch <- cacheLoadsDesc
+	ch <- cacheUnknownLoadsDesc
 	ch <- cacheLoadErrorsDesc
 }
 
@@ -155,5 +158,6 @@ func (c *gateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(cacheLookupsDesc, prometheus.CounterValue, float64(s.NegativeHits), "negative_hit")
 	ch <- prometheus.MustNewConstMetric(cacheLookupsDesc, prometheus.CounterValue, float64(s.Misses), "miss")
 	ch <- prometheus.MustNewConstMetric(cacheLoadsDesc, prometheus.CounterValue, float64(s.Loads))
+	ch <- prometheus.MustNewConstMetric(cacheUnknownLoadsDesc, prometheus.CounterValue, float64(s.UnknownLoads))
 	ch <- prometheus.MustNewConstMetric(cacheLoadErrorsDesc, prometheus.CounterValue, float64(s.LoadErrors))
 }

@@ -74,7 +74,7 @@ type Cache struct {
 	flightsMu sync.Mutex
 	flights   map[[sha256.Size]byte]*flight
 
-	hits, misses, negativeHits, loads, loadErrors atomic.Uint64
+	hits, misses, negativeHits, loads, unknownLoads, loadErrors atomic.Uint64
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -228,6 +228,7 @@ func (c *Cache) fill(key string, digest [sha256.Size]byte, src Source, f *flight
 	now := c.cfg.Now()
 	switch {
 	case errors.Is(err, accounts.ErrNotFound):
+		c.unknownLoads.Add(1)
 		f.err = ErrUnknownKey
 		c.negative.SetWithTTL(k, negativeEntry{digest: digest, expires: now.Add(c.cfg.NegativeTTL)}, 1, c.cfg.NegativeTTL)
 		c.negative.Wait()
@@ -300,6 +301,7 @@ type CacheStats struct {
 	Misses       uint64 // lookups that had to wait for a load
 	NegativeHits uint64 // lookups answered "unknown" from the negative cache
 	Loads        uint64 // loads from the Source (misses collapse into these)
+	UnknownLoads uint64 // loads that found no credential: an unknown key reached the Source
 	LoadErrors   uint64 // loads that failed for a reason other than "unknown key"
 }
 
@@ -310,6 +312,7 @@ func (c *Cache) Stats() CacheStats {
 		Misses:       c.misses.Load(),
 		NegativeHits: c.negativeHits.Load(),
 		Loads:        c.loads.Load(),
+		UnknownLoads: c.unknownLoads.Load(),
 		LoadErrors:   c.loadErrors.Load(),
 	}
 }

@@ -266,6 +266,9 @@ func TestFilterFailedReadPassesEverything(t *testing.T) {
 	if n := h.src.calls.Load(); n != 1 {
 		t.Fatalf("loads = %d, want 1 (no filter yet)", n)
 	}
+	if s := c.Stats(); s.UnknownLoads != 1 {
+		t.Fatalf("cache stats = %+v, want 1 unknown load", s)
+	}
 
 	h.set(nil, nil)
 	f.Invalidate(accounts.InvalidateAll)
