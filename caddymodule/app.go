@@ -151,11 +151,16 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("timeblock: saving pools: %w", err)
 	}
 
-	var processor accounts.Processor // nil: the built-in test processor
+	var (
+		processor accounts.Processor // nil: the built-in test processor
+		webhook   api.WebhookSource  // nil: no webhook endpoint
+	)
 	if a.Billing != nil {
-		if processor, err = a.Billing.processor(sh.store); err != nil {
+		sp, err := a.Billing.processor(sh.store)
+		if err != nil {
 			return err
 		}
+		processor, webhook = sp, sp
 	}
 	var notifier accounts.Notifier = accounts.LogNotifier{Logger: a.logger}
 	if a.SMTP != nil {
@@ -174,7 +179,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("timeblock: %w", err)
 	}
-	opts := api.Options{MaxBody: a.MaxRequestBody, Logger: a.logger}
+	opts := api.Options{MaxBody: a.MaxRequestBody, Logger: a.logger, Webhook: webhook}
 	a.api = api.New(a.service, opts)
 	a.operator = api.NewOperator(a.service, opts)
 	registerApp(a)

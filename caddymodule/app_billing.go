@@ -60,10 +60,12 @@ func (b *BillingConfig) validate() error {
 	return nil
 }
 
-// processor builds the configured processor on the store.
-func (b *BillingConfig) processor(st accounts.Store) (accounts.Processor, error) {
+// processor builds the configured processor on the store; it also reads
+// the webhook deliveries.
+func (b *BillingConfig) processor(st accounts.Store) (*stripe.Processor, error) {
 	p, err := stripe.New(stripe.Config{
-		SecretKey: b.SecretKey, APIBase: b.APIBase, Store: st, StatementDescriptorSuffix: b.StatementDescriptor,
+		SecretKey: b.SecretKey, WebhookSecret: b.WebhookSecret, APIBase: b.APIBase, Store: st,
+		StatementDescriptorSuffix: b.StatementDescriptor,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("timeblock: billing %w", err)

@@ -13,6 +13,9 @@ import (
 type Options struct {
 	MaxBody int64 // request body limit in bytes (default 32 MiB)
 	Logger  *zap.Logger
+	// Webhook reads the payment processor's webhook deliveries at
+	// POST /api/billing/webhook; nil: no such endpoint (test processor).
+	Webhook WebhookSource
 }
 
 // Handler serves /api/*.
@@ -80,6 +83,9 @@ func New(svc *accounts.Service, opts Options) *Handler {
 	// Billing (billing.go).
 	h.route("POST /api/billing/setup-intent", h.setupIntent)
 	h.route("GET /api/billing/status", h.billingStatus)
+	if opts.Webhook != nil {
+		h.public("POST /api/billing/webhook", h.webhook) // webhook.go
+	}
 
 	h.mux.HandleFunc("/", h.noEndpoint)
 	return h

@@ -55,6 +55,7 @@ type fakeStripe struct {
 	owner     map[string]string    // pm id → customer
 	pis       map[string]*fakePI   // by id
 	replays   map[string]fakeReply // idempotency key → first answer
+	disputes  map[string][2]string // dispute id → status, payment intent id
 	requests  []fakeRequest
 	failNext  int // answer the next n requests 500 (after doing nothing)
 }
@@ -66,7 +67,7 @@ type fakeReply struct {
 
 func newFakeStripe(t *testing.T) *fakeStripe {
 	f := &fakeStripe{t: t, customers: map[string]string{}, methods: map[string]string{}, owner: map[string]string{},
-		pis: map[string]*fakePI{}, replays: map[string]fakeReply{}}
+		pis: map[string]*fakePI{}, replays: map[string]fakeReply{}, disputes: map[string][2]string{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -90,6 +91,20 @@ func (f *fakeStripe) calls(method, prefix string) []fakeRequest {
 		}
 	}
 	return out
+}
+
+// setDispute makes (or changes) a dispute of a PaymentIntent.
+func (f *fakeStripe) setDispute(id, status, pi string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.disputes[id] = [2]string{status, pi}
+}
+
+// setPIStatus changes a PaymentIntent's status (a payment that settles later).
+func (f *fakeStripe) setPIStatus(id, status string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pis[id].Status = status
 }
 
 func (f *fakeStripe) paymentIntents() []*fakePI {
@@ -246,6 +261,18 @@ func (f *fakeStripe) route(method, path string, form map[string]string) (int, an
 		}
 		pi.Refunded = true
 		return 200, map[string]any{"id": f.id("re"), "object": "refund", "payment_intent": pi.ID, "status": "succeeded", "amount": pi.Amount}
+	case method == "GET" && len(parts) == 3 && parts[1] == "payment_intents" && parts[2] != "search":
+		pi, ok := f.pis[parts[2]]
+		if !ok {
+			return 404, errBody("invalid_request_error", "resource_missing", "", "No such payment_intent: '"+parts[2]+"'")
+		}
+		return 200, f.piJSON(pi)
+	case method == "GET" && len(parts) == 3 && parts[1] == "disputes":
+		d, ok := f.disputes[parts[2]]
+		if !ok {
+			return 404, errBody("invalid_request_error", "resource_missing", "", "No such dispute: '"+parts[2]+"'")
+		}
+		return 200, map[string]any{"id": parts[2], "object": "dispute", "status": d[0], "payment_intent": d[1]}
 	case method == "GET" && path == "/v1/payment_intents/search":
 		// Only the query form the processor sends: metadata['k']:'v'.
 		q := form["query"]

@@ -55,6 +55,9 @@ type Config struct {
 	APIBase string
 	// Store remembers each user's Customer id.
 	Store accounts.Store
+	// WebhookSecret is the signing secret (whsec_...) of the webhook
+	// endpoint; WebhookEvent needs it.
+	WebhookSecret string
 	// StatementDescriptorSuffix is appended to the account's statement
 	// descriptor on card statements (optional, at most 22 characters).
 	StatementDescriptorSuffix string
@@ -68,15 +71,21 @@ type Config struct {
 
 // Processor is the Stripe processor. It is safe for concurrent use.
 type Processor struct {
-	client     *stripeapi.Client
-	store      accounts.Store
-	descriptor string
+	client        *stripeapi.Client
+	store         accounts.Store
+	descriptor    string
+	webhookSecret string
 }
 
 // New checks cfg and returns the processor.
 func New(cfg Config) (*Processor, error) {
 	if err := ValidateSecretKey(cfg.SecretKey); err != nil {
 		return nil, err
+	}
+	if cfg.WebhookSecret != "" {
+		if err := ValidateWebhookSecret(cfg.WebhookSecret); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Store == nil {
 		return nil, errors.New("stripe: a store is required to remember customers")
@@ -101,9 +110,10 @@ func New(cfg Config) (*Processor, error) {
 		bc.URL = stripeapi.String(strings.TrimRight(cfg.APIBase, "/"))
 	}
 	return &Processor{
-		client:     stripeapi.NewClient(cfg.SecretKey, stripeapi.WithBackends(stripeapi.NewBackendsWithConfig(bc))),
-		store:      cfg.Store,
-		descriptor: cfg.StatementDescriptorSuffix,
+		client:        stripeapi.NewClient(cfg.SecretKey, stripeapi.WithBackends(stripeapi.NewBackendsWithConfig(bc))),
+		store:         cfg.Store,
+		descriptor:    cfg.StatementDescriptorSuffix,
+		webhookSecret: cfg.WebhookSecret,
 	}, nil
 }
 

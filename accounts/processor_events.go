@@ -1,0 +1,190 @@
+package accounts
+
+// Processor events: what a payment processor reports about a charge after
+// the fact (Stripe's webhooks), applied to the subscription the charge paid
+// for. Each event is recorded in the same transaction as its effect, so a
+// redelivery is a no-op and the caller may answer the processor only once
+// the effect is durable. Effects look at the subscription's current state,
+// never at the order events arrived in (and the processor's reader gives the
+// charge's or dispute's state at delivery, not at the event's creation):
+//
+//   - a charge failed, was refunded in full, or is disputed: when it is the
+//     recorded charge of an active subscription's current period, that
+//     period is unpaid: the charge is marked failed and the subscription goes
+//     past_due (key suspended), as the operator's payment-failed endpoint
+//     does. Saving a card pays it again; otherwise the grace period ends the
+//     subscription. A charge of an earlier period, or of a subscription
+//     already past due or canceled, changes nothing;
+//   - a charge succeeded: when it pays the outstanding failed charge of a
+//     past-due subscription (the renewal or retry it was made for), the
+//     subscription is active again, as a successful retry makes it; a
+//     dispute won does the same when the disputed charge is the outstanding
+//     one;
+//   - a charge for a subscribe whose subscription does not exist is left to
+//     the settlement of charge intents (intents.go), which refunds it once
+//     the subscribe that made it is surely over.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// ProcessorEventKind is what happened to a charge.
+type ProcessorEventKind int
+
+// Kinds of processor events.
+const (
+	EventIgnored         ProcessorEventKind = iota // recorded, no effect
+	EventChargeSucceeded                           // the charge took the money (possibly late)
+	EventChargeFailed                              // the charge failed after all
+	EventChargeRefunded                            // refunded in full outside Timeblock
+	EventChargeDisputed                            // the card holder disputed it
+	EventDisputeWon                                // a dispute of the charge was decided for the seller
+)
+
+// ProcessorEvent is one processor notification about a charge.
+type ProcessorEvent struct {
+	ID   string // the processor's event id; each is applied once
+	Type string // the processor's event type, kept with the record
+	Kind ProcessorEventKind
+	// IdempotencyKey is the key the charge was made with (subscribe:...,
+	// renew:..., retry:...), from the charge's metadata; "" when the
+	// charge is not Timeblock's.
+	IdempotencyKey string
+	Ref            string // the processor's reference of the charge
+}
+
+// ProcessorEventResult says what applying an event did.
+type ProcessorEventResult struct {
+	Duplicate      bool   // the event was applied before: nothing done
+	SubscriptionID string // the subscription it concerned, if any
+	Effect         string // "past_due", "active" or "" (recorded only)
+}
+
+// chargeKeyParts splits an idempotency key into its operation, the
+// subscription id and the rest.
+func chargeKeyParts(key string) (op, subID, rest string) {
+	op, tail, ok := strings.Cut(key, ":")
+	if !ok {
+		return "", "", ""
+	}
+	subID, rest, _ = strings.Cut(tail, ":")
+	return op, subID, rest
+}
+
+// ApplyProcessorEvent records ev and applies its effect in one transaction.
+func (s *Service) ApplyProcessorEvent(ctx context.Context, ev ProcessorEvent) (*ProcessorEventResult, error) {
+	if ev.ID == "" {
+		return nil, Invalid("the event has no id")
+	}
+	op, subID, rest := chargeKeyParts(ev.IdempotencyKey)
+	switch op {
+	case "subscribe", "renew", "retry":
+	default:
+		subID = ""
+	}
+	var res ProcessorEventResult
+	var userID string
+	err := s.store.Update(ctx, func(tx Tx) error {
+		res = ProcessorEventResult{SubscriptionID: subID}
+		userID = ""
+		err := tx.RecordWebhookEvent(&WebhookEvent{ID: ev.ID, Type: ev.Type, ReceivedAt: s.clock()})
+		if errors.Is(err, ErrConflict) {
+			res.Duplicate = true
+			return nil
+		}
+		if err != nil || subID == "" || ev.Kind == EventIgnored {
+			return err
+		}
+		sub, err := tx.GetSubscription(subID)
+		if errors.Is(err, ErrNotFound) {
+			return nil // a subscribe that created nothing: settlement's (see above)
+		}
+		if err != nil {
+			return err
+		}
+		charges, err := tx.ListCharges(sub.ID)
+		if err != nil {
+			return err
+		}
+		now := s.clock()
+		switch ev.Kind {
+		case EventChargeFailed, EventChargeRefunded, EventChargeDisputed:
+			if sub.Status != SubActive {
+				return nil
+			}
+			for _, c := range charges {
+				if c.ProcessorRef != ev.Ref || c.Status != ChargeSucceeded || !c.PeriodStart.Equal(sub.CurrentPeriodStart) {
+					continue
+				}
+				c.Status = ChargeFailed
+				if err := tx.UpdateCharge(c); err != nil {
+					return err
+				}
+				sub.Status, sub.PastDueSince, sub.UpdatedAt = SubPastDue, now, now
+				if err := tx.UpdateSubscription(sub); err != nil {
+					return err
+				}
+				res.Effect, userID = SubPastDue, sub.UserID
+				return nil
+			}
+		case EventChargeSucceeded, EventDisputeWon:
+			if sub.Status != SubPastDue {
+				return nil
+			}
+			c := outstandingCharge(charges, sub)
+			if c == nil {
+				return nil
+			}
+			if ev.Kind == EventDisputeWon && c.ProcessorRef != ev.Ref {
+				return nil
+			}
+			if ev.Kind == EventChargeSucceeded && !paysCharge(op, rest, c) {
+				return nil
+			}
+			c.Status, c.ProcessorRef = ChargeSucceeded, ev.Ref
+			if err := tx.UpdateCharge(c); err != nil {
+				return err
+			}
+			if c.PeriodStart.Equal(sub.CurrentPeriodEnd) {
+				sub.CurrentPeriodStart = sub.CurrentPeriodEnd
+				sub.CurrentPeriodEnd = nextPeriodEnd(sub.CurrentPeriodEnd, sub.BillingCycle)
+			}
+			sub.Status, sub.PastDueSince, sub.UpdatedAt = SubActive, time.Time{}, now
+			if err := tx.UpdateSubscription(sub); err != nil {
+				return err
+			}
+			res.Effect, userID = SubActive, sub.UserID
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("processor event %s: %w", ev.ID, err)
+	}
+	if userID != "" {
+		s.publishKeyChange(ctx, userID)
+		s.logger.Info("processor event applied", zap.String("event_id", ev.ID), zap.String("event_type", ev.Type),
+			zap.String("subscription_id", subID), zap.String("status", res.Effect))
+	}
+	return &res, nil
+}
+
+// paysCharge reports whether a charge made under the key (op and the part
+// after the subscription id) was made for the outstanding charge c: the
+// renewal of its period, or a retry of it.
+func paysCharge(op, rest string, c *Charge) bool {
+	switch op {
+	case "renew":
+		t, err := time.Parse(time.RFC3339Nano, rest)
+		return err == nil && t.Equal(c.PeriodStart)
+	case "retry":
+		chargeID, _, _ := strings.Cut(rest, ":")
+		return chargeID == c.ID
+	}
+	return false
+}
