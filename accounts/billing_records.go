@@ -50,6 +50,10 @@ type IdempotentRequest struct {
 	// Fingerprint identifies what was asked (method, path and body hash): the
 	// same key with another request is refused.
 	Fingerprint string
+	// ResourceID is what the request creates (the new subscription's id),
+	// chosen before it runs, so that a retry after a crash can tell whether
+	// the first attempt created it.
+	ResourceID string
 	// Status is the HTTP status of the answer, 0 while the request runs.
 	Status    int
 	Body      []byte

@@ -82,6 +82,7 @@ func (t *tx) RecordWebhookEvent(e *accounts.WebhookEvent) error {
 
 type idempotentRecord struct {
 	Fingerprint string    `json:"fingerprint"`
+	ResourceID  string    `json:"resourceId,omitempty"`
 	Status      int       `json:"status"`
 	Body        []byte    `json:"body"`
 	CreatedAt   time.Time `json:"createdAt"`
@@ -104,7 +105,7 @@ func (t *tx) GetIdempotentRequest(userID, key string) (*accounts.IdempotentReque
 		return nil, fmt.Errorf("decode idempotent request %q of user %s: %w", key, userID, err)
 	}
 	return &accounts.IdempotentRequest{
-		UserID: userID, Key: key, Fingerprint: r.Fingerprint, Status: r.Status, Body: r.Body, CreatedAt: r.CreatedAt.UTC(),
+		UserID: userID, Key: key, Fingerprint: r.Fingerprint, ResourceID: r.ResourceID, Status: r.Status, Body: r.Body, CreatedAt: r.CreatedAt.UTC(),
 	}, nil
 }
 
@@ -116,7 +117,7 @@ func (t *tx) PutIdempotentRequest(r *accounts.IdempotentRequest) error {
 	if err != nil {
 		return err
 	}
-	v, err := json.Marshal(idempotentRecord{Fingerprint: r.Fingerprint, Status: r.Status, Body: r.Body, CreatedAt: ts(r.CreatedAt)})
+	v, err := json.Marshal(idempotentRecord{Fingerprint: r.Fingerprint, ResourceID: r.ResourceID, Status: r.Status, Body: r.Body, CreatedAt: ts(r.CreatedAt)})
 	if err != nil {
 		return fmt.Errorf("encode idempotent request %q: %w", r.Key, err)
 	}

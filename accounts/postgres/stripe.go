@@ -28,8 +28,8 @@ func (t *tx) RecordWebhookEvent(e *accounts.WebhookEvent) error {
 
 func (t *tx) GetIdempotentRequest(userID, key string) (*accounts.IdempotentRequest, error) {
 	r := accounts.IdempotentRequest{UserID: userID, Key: key}
-	err := t.db.QueryRow(t.ctx, `SELECT fingerprint, status, body, created_at FROM idempotent_requests
-		WHERE user_id = $1 AND key = $2`, userID, key).Scan(&r.Fingerprint, &r.Status, &r.Body, &r.CreatedAt)
+	err := t.db.QueryRow(t.ctx, `SELECT fingerprint, resource_id, status, body, created_at FROM idempotent_requests
+		WHERE user_id = $1 AND key = $2`, userID, key).Scan(&r.Fingerprint, &r.ResourceID, &r.Status, &r.Body, &r.CreatedAt)
 	if err != nil {
 		return nil, wrap(err, "idempotent request %q of user %s", key, userID)
 	}
@@ -38,11 +38,11 @@ func (t *tx) GetIdempotentRequest(userID, key string) (*accounts.IdempotentReque
 }
 
 func (t *tx) PutIdempotentRequest(r *accounts.IdempotentRequest) error {
-	err := t.execOne(`INSERT INTO idempotent_requests (user_id, key, fingerprint, status, body, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6)
-		ON CONFLICT (user_id, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, status = EXCLUDED.status,
-			body = EXCLUDED.body, created_at = EXCLUDED.created_at`,
-		r.UserID, r.Key, r.Fingerprint, r.Status, nonNil(r.Body), ts(r.CreatedAt))
+	err := t.execOne(`INSERT INTO idempotent_requests (user_id, key, fingerprint, resource_id, status, body, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (user_id, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, resource_id = EXCLUDED.resource_id,
+			status = EXCLUDED.status, body = EXCLUDED.body, created_at = EXCLUDED.created_at`,
+		r.UserID, r.Key, r.Fingerprint, r.ResourceID, r.Status, nonNil(r.Body), ts(r.CreatedAt))
 	return wrap(err, "put idempotent request %q of user %s", r.Key, r.UserID)
 }
 

@@ -38,6 +38,7 @@ func Run(t *testing.T, open func(t *testing.T) accounts.Store) {
 		{"CombinedKeys", testCombinedKeys},
 		{"CredentialHashes", testCredentialHashes},
 		{"Charges", testCharges},
+		{"BillingRecords", testBillingRecords},
 		{"NotFound", testNotFound},
 		{"Conflicts", testConflicts},
 		{"MissingReferences", testMissingReferences},
