@@ -109,7 +109,8 @@ func markIntentDoneTx(tx Tx, id, ref string, now time.Time) error {
 // finishIntent moves an intent to a final status (void, refunded) unless it
 // is done already. Failures are logged: settlement finishes it later.
 func (s *Service) finishIntent(ctx context.Context, id, status, ref string) {
-	ctx = context.WithoutCancel(ctx)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
 	err := s.store.Update(ctx, func(tx Tx) error {
 		in, err := tx.GetChargeIntent(id)
 		if err != nil {
@@ -135,7 +136,9 @@ func (s *Service) finishIntent(ctx context.Context, id, status, ref string) {
 // reports done and refunds nothing), refunds, and marks it refunded. When
 // any step fails the intent stays open and settlement finishes the job.
 func (s *Service) refundIntent(ctx context.Context, id, idem, ref, why string) (done bool) {
-	ctx = context.WithoutCancel(ctx)
+	// The request context may be what failed; the refund must still go out.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
 	err := s.store.Update(ctx, func(tx Tx) error {
 		done = false
 		in, err := tx.GetChargeIntent(id)
