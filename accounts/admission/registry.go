@@ -60,6 +60,7 @@ type lane struct {
 	recent bool          // acquired since the last tick
 	quiet  uint8         // ticks without an acquire
 	wanted uint8         // ticks left during which another node waits for a lane
+	owed   uint16        // lanes to give back as they free (one per want heard)
 }
 
 // clusterSlot is one lane taken from the cluster.

@@ -7,11 +7,11 @@ import (
 )
 
 // Cluster mode timing. A tick runs every clusterTick; a node gives back the
-// idle slots of a key nobody used for idleHoldTicks ticks; a want from
-// another node makes releases go back to the cluster for wantedTicks ticks
-// (a waiting node repeats its want every wantEvery, so this lasts as long as
-// it waits); a waiting request asks the cluster again every clusterPoll even
-// without a notification (a dead node's slots come free without one).
+// idle slots of a key nobody used for idleHoldTicks ticks; the lanes owed
+// to wants from other nodes are forgotten after wantedTicks ticks without a
+// new want (a waiting request repeats its want every wantEvery); a waiting
+// request asks the cluster again every clusterPoll even without a
+// notification (a dead node's slots come free without one).
 const (
 	clusterTick   = 500 * time.Millisecond
 	idleHoldTicks = 10 // 5 s
@@ -79,7 +79,9 @@ func (r *Registry) run() {
 func (r *Registry) tick() {
 	r.releaseIdle(func(l *lane) bool {
 		if l.wanted > 0 {
-			l.wanted--
+			if l.wanted--; l.wanted == 0 {
+				l.owed = 0
+			}
 		}
 		if l.recent {
 			l.recent, l.quiet = false, 0
@@ -119,16 +121,37 @@ func (r *Registry) giveIdle(l *lane) {
 	l.idle = l.idle[:0]
 }
 
-// Wanted gives back the idle slots of k at once and, for a while, every
-// slot of k that comes free (Events).
+// Wanted gives back one lane of k to the cluster for the want another node
+// sent: an idle one at once, else the next one that frees here (Events).
+// Each waiting request wants once, and again every wantEvery while it
+// waits, so lanes move to where requests wait, about one per request, and
+// not more: a node under steady load keeps the lanes it uses.
 func (r *Registry) Wanted(k LaneKey) {
 	sh := r.shard(k)
 	sh.mu.Lock()
 	if l := sh.lanes[k]; l != nil {
 		l.wanted = wantedTicks
-		r.giveIdle(l)
+		if !r.giveOneIdle(l) && int(l.owed) < l.inUse {
+			l.owed++
+		}
 	}
 	sh.mu.Unlock()
+}
+
+// giveOneIdle hands one idle slot of l back to the cluster, if l has one of
+// the current epoch. The caller holds the shard lock.
+func (r *Registry) giveOneIdle(l *lane) bool {
+	epoch := r.coord.Epoch()
+	for len(l.idle) > 0 {
+		last := len(l.idle) - 1
+		s := l.idle[last]
+		l.idle = l.idle[:last]
+		if s.epoch == epoch {
+			r.coord.Release(l.key, s.slot, s.epoch)
+			return true
+		}
+	}
+	return false
 }
 
 // Freed makes the requests here that wait for a lane of k ask the cluster
@@ -170,15 +193,16 @@ func (l *lane) takeIdle(capacity int, epoch uint64) (clusterSlot, bool) {
 	return clusterSlot{}, false
 }
 
-// putBack places a slot whose request ended: back to the cluster when
-// another node waits for one (the requests waiting here try again too, so
-// nodes compete fairly), else to the oldest waiter here that fits, else
-// idle. The caller holds the shard lock.
+// putBack places a slot whose request ended: back to the cluster when it
+// is owed to a node that wants one (the requests waiting here try again
+// too, so nodes compete fairly for it), else to the oldest waiter here that
+// fits, else idle. The caller holds the shard lock.
 func (r *Registry) putBack(l *lane, s clusterSlot) {
 	if s.epoch != r.coord.Epoch() {
 		return // lost with the connection it was taken on
 	}
-	if l.wanted > 0 {
+	if l.owed > 0 {
+		l.owed--
 		r.coord.Release(l.key, s.slot, s.epoch)
 		l.wakeWaiters()
 		return

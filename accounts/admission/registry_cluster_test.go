@@ -111,19 +111,29 @@ func TestClusterRegistryKeepsIdleLanes(t *testing.T) {
 		t.Fatalf("idle-lane admissions: %d coordinator calls (want 1), %v allocations (want 0)", c.calls, allocs)
 	}
 
-	// Another node wants the lane: it goes back to the cluster.
+	// Another node wants a lane: the idle one goes back to the cluster.
 	r.Wanted(testLane)
 	if r.Idle(testLane) != 0 || c.heldBy(testLane) != 0 {
 		t.Fatalf("after a want: %d idle, %d held; want 0, 0", r.Idle(testLane), c.heldBy(testLane))
 	}
-	// While wanted, a lane that frees goes back to the cluster too.
+	// A want heard while every lane here is busy is paid with the next lane
+	// that frees; one want, one lane.
 	l2, _, err := r.Acquire(ctx, testLane, "p", 2, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	l3, _, err := r.Acquire(ctx, testLane, "p", 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Wanted(testLane)
 	l2.Release()
-	if r.Idle(testLane) != 0 || c.heldBy(testLane) != 0 {
-		t.Fatalf("release while wanted: %d idle, %d held; want 0, 0", r.Idle(testLane), c.heldBy(testLane))
+	if r.Idle(testLane) != 0 || c.heldBy(testLane) != 1 {
+		t.Fatalf("release owed to a want: %d idle, %d held; want 0, 1", r.Idle(testLane), c.heldBy(testLane))
+	}
+	l3.Release()
+	if r.Idle(testLane) != 1 || c.heldBy(testLane) != 1 {
+		t.Fatalf("release after the debt was paid: %d idle, %d held; want 1, 1", r.Idle(testLane), c.heldBy(testLane))
 	}
 }
 

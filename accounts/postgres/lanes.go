@@ -299,7 +299,8 @@ func (c *LaneCoordinator) runFlusher(ctx context.Context) {
 		epoch := c.epoch.Load()
 		for _, n := range queue {
 			if n.want {
-				notes = appendOnce(notes, "w "+c.node+" "+n.k.KeyID+" "+n.k.PoolID)
+				// One message per want: each frees one lane on the holder.
+				notes = append(notes, "w "+c.node+" "+n.k.KeyID+" "+n.k.PoolID)
 				continue
 			}
 			lock := laneLockBase(n.k) + int64(n.slot)
