@@ -439,6 +439,8 @@ func validateMessagesMember(k, v string) *Error {
 		if u := field(v, "user_id"); !isNull(u) && !isStr(u) {
 			return badRequest("metadata.user_id: must be a string")
 		}
+	case "stop_sequences":
+		return stringArray(v, k)
 	case "service_tier", "inference_geo", "speed":
 		return needString(v, k)
 	case "context_management", "output_config", "output_format":

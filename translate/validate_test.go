@@ -116,6 +116,7 @@ var refusedShapes = map[Format][]struct {
 		{"top_k type", `{"model":"m","max_tokens":5,"messages":[],"top_k":"x"}`, "top_k: must be a non-negative integer", ""},
 		{"temperature high", `{"model":"m","max_tokens":5,"messages":[],"temperature":2}`, "temperature: must be between 0 and 1", ""},
 		{"stop_sequences", `{"model":"m","max_tokens":5,"messages":[],"stop_sequences":[1]}`, "stop_sequences.0: must be a string", ""},
+		{"stop_sequences string", `{"model":"m","max_tokens":5,"messages":[],"stop_sequences":"x"}`, "stop_sequences: must be an array of strings", ""},
 		{"mcp_servers", `{"model":"m","max_tokens":5,"messages":[],"mcp_servers":[{"type":"url","url":"https://x"}]}`, "mcp_servers: MCP servers are server-side tools", "client tools"},
 		{"container", `{"model":"m","max_tokens":5,"messages":[],"container":"c"}`, "container: server-side code execution", "leave"},
 		{"thinking type", `{"model":"m","max_tokens":5,"messages":[],"thinking":{"type":"sometimes"}}`, "thinking.type", ""},
