@@ -405,6 +405,10 @@ const (
 	ChargePending   = "pending"
 	ChargeSucceeded = "succeeded"
 	ChargeFailed    = "failed"
+	// ChargeVoid is a renewal claim left pending by a node that died, for a
+	// period its subscription no longer renews: settlement refunded whatever
+	// it charged (its charge intent, kind renewal, says what happened).
+	ChargeVoid = "void"
 )
 
 // retryPastDue charges each past-due subscription's outstanding charge to

@@ -28,7 +28,12 @@ package accounts
 //
 // Renewals need no intent: their pending Charge record, created before the
 // processor call, is one already (lifecycle.go reclaims it after
-// claimTimeout with the same idempotency key).
+// claimTimeout with the same idempotency key). Only when its subscription can
+// no longer renew that period (canceled, cancellation scheduled, past due,
+// changed by the operator), nothing would ever reclaim it: settlement then
+// turns the claim into a charge intent (kind renewal, already settling) in
+// the transaction that marks the Charge record void, and settles that intent
+// like any other (refunded if the processor charged it).
 
 import (
 	"context"
@@ -44,6 +49,7 @@ import (
 const (
 	IntentSubscribe = "subscribe"
 	IntentRetry     = "retry"
+	IntentRenewal   = "renewal" // made by settlement for an abandoned renewal claim
 )
 
 // Charge intent statuses.
@@ -187,9 +193,16 @@ func (s *Service) SettleIntents(ctx context.Context) (SettlementReport, error) {
 	var rep SettlementReport
 	now := s.clock()
 	grace := settleGraceNow()
-	var open []*ChargeIntent
+	var (
+		open    []*ChargeIntent
+		claims  []*Charge
+		claimed = now.Add(-max(claimTimeout, grace))
+	)
 	err := s.store.View(ctx, func(tx Tx) error {
 		var err error
+		if claims, err = tx.ListPendingCharges(claimed); err != nil {
+			return err
+		}
 		open, err = tx.ListOpenChargeIntents(now.Add(-grace))
 		return err
 	})
@@ -197,6 +210,18 @@ func (s *Service) SettleIntents(ctx context.Context) (SettlementReport, error) {
 		return rep, fmt.Errorf("settlement: listing open charge intents: %w", err)
 	}
 	var errs []error
+	for _, c := range claims {
+		outcome, err := s.settleAbandonedRenewal(ctx, c.ID, c.SubscriptionID, claimed)
+		switch {
+		case err != nil:
+			rep.Left++
+			errs = append(errs, fmt.Errorf("renewal claim %s: %w", c.ID, err))
+		case outcome == IntentRefunded:
+			rep.Refunded++
+		case outcome == IntentVoid:
+			rep.Void++
+		}
+	}
 	for _, in := range open {
 		if ctx.Err() != nil {
 			errs = append(errs, ctx.Err())
@@ -267,6 +292,13 @@ func (s *Service) settleIntent(ctx context.Context, id string, grace time.Durati
 		return IntentDone, nil
 	}
 
+	return s.resolveIntent(ctx, in)
+}
+
+// resolveIntent settles an intent this node has claimed (settling): asks the
+// processor, refunds what it charged, and records the outcome.
+func (s *Service) resolveIntent(ctx context.Context, in *ChargeIntent) (string, error) {
+	id := in.ID
 	// 2. Ask the processor.
 	ref, found, err := s.processor.FindCharge(ctx, in.IdempotencyKey)
 	if err != nil {
@@ -301,4 +333,54 @@ func (s *Service) settleIntent(ctx context.Context, id string, grace time.Durati
 		zap.String("user_id", in.UserID), zap.String("subscription_id", in.SubscriptionID),
 		zap.String("outcome", final), zap.String("charge_ref", ref), zap.String("amount", in.Amount))
 	return final, nil
+}
+
+// settleAbandonedRenewal settles a renewal claim (a pending Charge) that
+// nothing will reclaim because its subscription can no longer renew that
+// period: it marks the charge void and writes a settling renewal intent in
+// one transaction, then resolves the intent. A claim lifecycle.go will still
+// reclaim is left alone.
+func (s *Service) settleAbandonedRenewal(ctx context.Context, chargeID, subID string, claimedBefore time.Time) (string, error) {
+	var in *ChargeIntent
+	err := s.store.Update(ctx, func(tx Tx) error {
+		in = nil
+		charges, err := tx.ListCharges(subID)
+		if err != nil {
+			return err
+		}
+		var c *Charge
+		for _, x := range charges {
+			if x.ID == chargeID {
+				c = x
+			}
+		}
+		if c == nil || c.Status != ChargePending || c.CreatedAt.After(claimedBefore) {
+			return nil // recorded or reclaimed meanwhile
+		}
+		sub, err := tx.GetSubscription(subID)
+		if err != nil {
+			return err
+		}
+		if sub.Status == SubActive && !sub.CancelAtPeriodEnd && sub.CurrentPeriodEnd.Equal(c.PeriodStart) {
+			return nil // the lifecycle reclaims it with the same idempotency key
+		}
+		now := s.clock()
+		c.Status = ChargeVoid
+		if err := tx.UpdateCharge(c); err != nil {
+			return err
+		}
+		in = &ChargeIntent{
+			ID: newID(), UserID: c.UserID, SubscriptionID: subID, ChargeID: c.ID, Kind: IntentRenewal,
+			Amount: c.Amount, IdempotencyKey: renewIdempotencyKey(subID, c.PeriodStart),
+			Status: IntentSettling, CreatedAt: now, UpdatedAt: now,
+		}
+		return tx.CreateChargeIntent(in)
+	})
+	if err != nil {
+		return "", fmt.Errorf("claiming: %w", err)
+	}
+	if in == nil {
+		return "", nil
+	}
+	return s.resolveIntent(ctx, in)
 }

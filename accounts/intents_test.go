@@ -462,7 +462,11 @@ func TestRenewalCrashAfterChargeEndsConsistent(t *testing.T) {
 		if rep, err := restarted.RunLifecycle(e.ctx); err != nil || rep.Renewed != 0 {
 			t.Errorf("within the claim timeout: %+v, %v; want nothing renewed", rep, err)
 		}
-		e.clock.Advance(11 * time.Minute)
+		e.pastGrace() // beyond the claim timeout too
+		// Settlement leaves a claim the lifecycle will take over alone.
+		if rep, err := restarted.SettleIntents(e.ctx); err != nil || rep.Acted() {
+			t.Errorf("settlement touched a renewable claim: %+v, %v", rep, err)
+		}
 		if rep, err := restarted.RunLifecycle(e.ctx); err != nil || rep.Renewed != 1 {
 			t.Fatalf("after the claim timeout: %+v, %v; want one renewal", rep, err)
 		}
@@ -514,6 +518,64 @@ func TestTestProcessorLedgerIsDurable(t *testing.T) {
 		}
 		if _, found, _ := again.FindCharge(e.ctx, "k2"); found {
 			t.Error("a declined attempt was found as a charge")
+		}
+	})
+}
+
+// A renewal dies after the charge and, before anything reclaims it, the
+// subscriber cancels: the subscription ends at the period end it already
+// passed, so no renewal will ever take the claim over. Settlement refunds
+// the charge and voids the claim.
+func TestAbandonedRenewalClaimIsRefunded(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st accounts.Store) {
+		e := newEnv(t, st)
+		e.pool("gone", accounts.PoolActive, 2, false)
+		u, _ := e.user("pia@example.test", accounts.TestCardVisa)
+		ledger := accounts.NewTestProcessorOn(st)
+		proc := &crashProcessor{Processor: ledger}
+		node := e.node(st, proc)
+		res, err := node.Subscribe(e.ctx, u.ID, "gone", accounts.SubscribeRequest{Blocks: []string{"europe"}})
+		e.must(err)
+		e.clock.Set(res.CurrentPeriodEnd.Add(time.Minute))
+		proc.crash.Store(true)
+		if !crashed(func() { node.RunLifecycle(e.ctx) }) {
+			t.Fatal("the renewal did not reach the simulated crash")
+		}
+		proc.crash.Store(false)
+		_, err = node.CancelPledge(e.ctx, u.ID, "gone")
+		e.must(err)
+		if rep, err := node.RunLifecycle(e.ctx); err != nil || rep.Canceled != 1 {
+			t.Fatalf("lifecycle: %+v, %v; want the scheduled cancellation carried out", rep, err)
+		}
+		rep, err := node.SettleIntents(e.ctx)
+		e.must(err)
+		if rep.Acted() {
+			t.Errorf("settled a claim younger than the claim timeout: %+v", rep)
+		}
+		e.pastGrace()
+		rep, err = node.SettleIntents(e.ctx)
+		e.must(err)
+		if rep != (accounts.SettlementReport{Refunded: 1}) {
+			t.Errorf("settlement: %+v, want one refund", rep)
+		}
+		renewals := ledgerOf(ledger, "renew:")
+		if len(renewals) != 1 || !renewals[0].Refunded {
+			t.Errorf("renewal charges %+v, want one, refunded", renewals)
+		}
+		charges := e.charges(res.ID)
+		if len(charges) != 2 || charges[1].Status != accounts.ChargeVoid {
+			t.Errorf("charge records %+v, want the renewal claim void", charges)
+		}
+		if open := e.openIntents(); len(open) != 0 {
+			t.Errorf("open intents: %+v", open)
+		}
+		if got := e.getSub(res.ID); got.Status != accounts.SubCanceled {
+			t.Errorf("subscription %s", got.Status)
+		}
+		rep, err = node.SettleIntents(e.ctx)
+		e.must(err)
+		if rep.Acted() {
+			t.Errorf("second pass: %+v", rep)
 		}
 	})
 }

@@ -125,6 +125,9 @@ type Tx interface {
 	CreateCharge(c *Charge) error
 	UpdateCharge(c *Charge) error
 	ListCharges(subscriptionID string) ([]*Charge, error)
+	// ListPendingCharges lists the charges still pending (claimed renewals)
+	// created at or before t, oldest first.
+	ListPendingCharges(t time.Time) ([]*Charge, error)
 
 	// Charge intents, written before a processor call (see intents.go). ID and
 	// IdempotencyKey are unique. ListOpenChargeIntents lists the intents still

@@ -34,7 +34,41 @@ func (t *tx) CreateCharge(c *accounts.Charge) error {
 	if err := t.save(bucketCharges, c.ID, newChargeRecord(c)); err != nil {
 		return fmt.Errorf("create charge %s: %w", c.ID, err)
 	}
+	if err := t.indexPending(c); err != nil {
+		return err
+	}
 	return t.bucket(bucketChargesByPeriod).Put(periodKey(c.SubscriptionID, c.PeriodStart), []byte(c.ID))
+}
+
+// indexPending keeps c in the index of pending charges while it is pending.
+func (t *tx) indexPending(c *accounts.Charge) error {
+	if c.Status == accounts.ChargePending {
+		return t.bucket(bucketChargesPending).Put([]byte(c.ID), []byte{})
+	}
+	return t.bucket(bucketChargesPending).Delete([]byte(c.ID))
+}
+
+func (t *tx) ListPendingCharges(before time.Time) ([]*accounts.Charge, error) {
+	var ids []string
+	err := t.bucket(bucketChargesPending).ForEach(func(k, _ []byte) error {
+		ids = append(ids, string(k))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	records, err := loadAll[chargeRecord](t, bucketCharges, ids)
+	if err != nil {
+		return nil, fmt.Errorf("list pending charges: %w", err)
+	}
+	out := make([]*accounts.Charge, 0, len(records))
+	for _, r := range records {
+		if r.Status == accounts.ChargePending && !r.CreatedAt.After(ts(before)) {
+			out = append(out, r.charge())
+		}
+	}
+	byCreation(out, func(c *accounts.Charge) (time.Time, string) { return c.CreatedAt, c.ID })
+	return out, nil
 }
 
 func (t *tx) UpdateCharge(c *accounts.Charge) error {
@@ -47,6 +81,9 @@ func (t *tx) UpdateCharge(c *accounts.Charge) error {
 	}
 	if err := t.save(bucketCharges, c.ID, newChargeRecord(c)); err != nil {
 		return fmt.Errorf("update charge %s: %w", c.ID, err)
+	}
+	if err := t.indexPending(c); err != nil {
+		return err
 	}
 	byPeriod := t.bucket(bucketChargesByPeriod)
 	if err := byPeriod.Delete(periodKey(old.SubscriptionID, old.PeriodStart)); err != nil {

@@ -2,15 +2,18 @@ package embedded
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"strconv"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/timeblock/timeblock/accounts"
 )
 
 // formatVersion is the layout this build reads and writes. A file written by
 // an older build is migrated at Open; a newer one is refused.
-const formatVersion = 2
+const formatVersion = 3
 
 // Buckets. Entity buckets map an id to its JSON record; the others are
 // indexes that map a unique value (or a composite key) to an id.
@@ -52,6 +55,9 @@ const (
 	bucketIntentsOpen      = "charge_intents_open"   // id → nil, pending or settling only
 	bucketTestCharges      = "test_charges"          // idempotency key → record
 	bucketTestChargesByRef = "test_charges_by_ref"   // ref → idempotency key
+
+	// Since format 3.
+	bucketChargesPending = "charges_pending" // charge id → nil, pending charges only
 )
 
 const formatKey = "format"
@@ -76,6 +82,7 @@ func migrate(btx *bolt.Tx) error {
 	steps := []func(*bolt.Tx) error{
 		createBuckets,
 		createIntentBuckets,
+		indexPendingCharges,
 	}
 	for ; version < formatVersion; version++ {
 		if err := steps[version](btx); err != nil {
@@ -113,6 +120,25 @@ func createIntentBuckets(btx *bolt.Tx) error {
 		}
 	}
 	return nil
+}
+
+// indexPendingCharges adds the index of pending charges and fills it
+// (format 3).
+func indexPendingCharges(btx *bolt.Tx) error {
+	idx, err := btx.CreateBucketIfNotExists([]byte(bucketChargesPending))
+	if err != nil {
+		return fmt.Errorf("create bucket %s: %w", bucketChargesPending, err)
+	}
+	return btx.Bucket([]byte(bucketCharges)).ForEach(func(k, v []byte) error {
+		var r chargeRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			return fmt.Errorf("decode charge %q: %w", k, err)
+		}
+		if r.Status != accounts.ChargePending {
+			return nil
+		}
+		return idx.Put(k, []byte{})
+	})
 }
 
 // compositeKey joins parts, each preceded by its 2-byte length, so that no

@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"time"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/timeblock/timeblock/accounts"
@@ -35,4 +37,10 @@ func (t *tx) ListCharges(subscriptionID string) ([]*accounts.Charge, error) {
 	charges, err := queryAll(t, scanCharge,
 		`SELECT `+chargeColumns+` FROM charges WHERE subscription_id = $1 ORDER BY created_at, id`, subscriptionID)
 	return charges, wrap(err, "list charges of %s", subscriptionID)
+}
+
+func (t *tx) ListPendingCharges(before time.Time) ([]*accounts.Charge, error) {
+	charges, err := queryAll(t, scanCharge,
+		`SELECT `+chargeColumns+` FROM charges WHERE status = 'pending' AND created_at <= $1 ORDER BY created_at, id`, ts(before))
+	return charges, wrap(err, "list pending charges")
 }

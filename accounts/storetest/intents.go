@@ -193,3 +193,26 @@ func testTestCharges(t *testing.T, s accounts.Store) {
 		return tx.UpdateTestCharge(f.testCharge())
 	})
 }
+
+func testPendingCharges(t *testing.T, s accounts.Store) {
+	f := newFixtures(t, s)
+	_, _, sub := f.basics(1)
+	paid := f.charge(sub, sub.CurrentPeriodStart)
+	paid.Status = accounts.ChargeSucceeded
+	old := f.charge(sub, sub.CurrentPeriodEnd)
+	young := f.charge(sub, sub.CurrentPeriodEnd.AddDate(0, 1, 0))
+	f.create(young, paid, old)
+	expect(t, s, "ListPendingCharges", []*accounts.Charge{old, young}, func(tx accounts.Tx) ([]*accounts.Charge, error) {
+		return tx.ListPendingCharges(young.CreatedAt)
+	})
+	expect(t, s, "ListPendingCharges created before t", []*accounts.Charge{old}, func(tx accounts.Tx) ([]*accounts.Charge, error) {
+		return tx.ListPendingCharges(old.CreatedAt)
+	})
+	old.Status = accounts.ChargeVoid
+	update(t, s, func(tx accounts.Tx) error { return tx.UpdateCharge(old) })
+	paid.Status = accounts.ChargePending
+	update(t, s, func(tx accounts.Tx) error { return tx.UpdateCharge(paid) })
+	expect(t, s, "ListPendingCharges after updates", []*accounts.Charge{paid, young}, func(tx accounts.Tx) ([]*accounts.Charge, error) {
+		return tx.ListPendingCharges(at(time.Hour))
+	})
+}

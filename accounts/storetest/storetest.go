@@ -53,6 +53,7 @@ func Run(t *testing.T, open func(t *testing.T) accounts.Store) {
 		{"ChargeIntents", testChargeIntents},
 		{"ConcurrentIntentClaims", testConcurrentIntentClaims},
 		{"TestCharges", testTestCharges},
+		{"PendingCharges", testPendingCharges},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

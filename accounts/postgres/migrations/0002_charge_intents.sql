@@ -29,3 +29,6 @@ CREATE TABLE test_charges (
 	refunded        boolean NOT NULL,
 	created_at      timestamptz NOT NULL
 );
+
+-- Claimed renewals still pending, for the settlement of abandoned claims.
+CREATE INDEX charges_pending ON charges (created_at) WHERE status = 'pending';
