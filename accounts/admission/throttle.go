@@ -33,6 +33,9 @@ const throttleShards = 32
 type throttleShard struct {
 	mu sync.Mutex
 	m  map[netip.Addr]failWindow
+	// n is len(m), written under mu; Check reads it first, so that a shard
+	// with no failures (the usual case) costs no lock.
+	n atomic.Int32
 }
 
 type failWindow struct {
@@ -85,6 +88,9 @@ func (t *FailureThrottle) Check(addr netip.Addr, limit int, now time.Time) time.
 	}
 	addr = throttleAddr(addr)
 	s := t.shard(addr)
+	if s.n.Load() == 0 {
+		return 0
+	}
 	s.mu.Lock()
 	w, ok := s.m[addr]
 	s.mu.Unlock()
@@ -123,6 +129,7 @@ func (t *FailureThrottle) Fail(addr netip.Addr, now time.Time) {
 		w = failWindow{start: ns, count: 1}
 	}
 	s.m[addr] = w
+	s.n.Store(int32(len(s.m)))
 }
 
 // evict makes room for one address under the bound: it drops every
@@ -153,6 +160,7 @@ func (t *FailureThrottle) Sweep(now time.Time) {
 				delete(s.m, a)
 			}
 		}
+		s.n.Store(int32(len(s.m)))
 		s.mu.Unlock()
 	}
 }
