@@ -235,7 +235,7 @@ func (s *Service) Subscribe(ctx context.Context, userID, poolIDOrSlug string, re
 
 	// 2. The charge intent, committed before money moves (intents.go), then
 	// the charge, outside any transaction.
-	subID := newID()
+	subID := newSubscriptionID(ctx) // the Idempotency-Key's, or a new one
 	idem := "subscribe:" + subID
 	intent := &ChargeIntent{UserID: userID, SubscriptionID: subID, Kind: IntentSubscribe, Amount: amount, IdempotencyKey: idem}
 	if err := s.writeIntent(ctx, intent); err != nil {

@@ -75,7 +75,7 @@ func New(svc *accounts.Service, opts Options) *Handler {
 	h.public("GET /api/pools/disclosure", h.disclosure)
 	h.route("GET /api/pools", h.listPools)
 	h.route("GET /api/pools/{id}", h.getPool)
-	h.route("POST /api/pools/{id}/subscribe", h.subscribe)
+	h.route("POST /api/pools/{id}/subscribe", h.idempotent(h.subscribe)) // idempotency.go
 	h.route("GET /api/pools/{id}/my-subscriptions", h.mySubscriptions)
 	h.route("GET /api/pools/{id}/my-keys", h.myKeys)
 	h.route("DELETE /api/pools/{id}/pledge", h.cancelPledge)
