@@ -409,3 +409,56 @@ func TestWebhookRenewalThatSucceededAfterAll(t *testing.T) {
 		return err
 	})
 }
+
+// TestCrashBetweenChargeAndRecordIsRefunded: a node wrote its charge
+// intent, Stripe charged, and the node died before the subscription was
+// created. Settlement finds the charge by its idempotency key (the
+// PaymentIntent's metadata) and refunds it: no money without a
+// subscription. A declined attempt left behind is closed as void.
+func TestCrashBetweenChargeAndRecordIsRefunded(t *testing.T) {
+	s := newSite(t)
+	s.saveCard("pm_card_visa")
+	var pm string
+	s.store.View(t.Context(), func(tx accounts.Tx) error {
+		u, err := tx.GetUser(s.user)
+		pm = u.PaymentMethod.ID
+		return err
+	})
+	for _, id := range []string{"sub-charged", "sub-never-charged"} {
+		err := s.store.Update(t.Context(), func(tx accounts.Tx) error {
+			return tx.CreateChargeIntent(&accounts.ChargeIntent{ID: "intent-" + id, UserID: s.user, SubscriptionID: id,
+				Kind: accounts.IntentSubscribe, Amount: "40.85", IdempotencyKey: "subscribe:" + id,
+				Status: accounts.IntentPending, CreatedAt: s.now, UpdatedAt: s.now})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ref, err := s.proc.Charge(t.Context(), accounts.ChargeRequest{UserID: s.user, MethodID: pm, Amount: "40.85", IdempotencyKey: "subscribe:sub-charged"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ... and the node dies here. Another node settles later.
+	s.now = s.now.Add(time.Hour)
+	if _, err := s.svc.SettleIntents(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, pi := range s.fake.paymentIntents() {
+		if pi.ID == ref && !pi.Refunded {
+			t.Errorf("the orphan charge %s was not refunded", ref)
+		}
+	}
+	want := map[string]string{"intent-sub-charged": accounts.IntentRefunded, "intent-sub-never-charged": accounts.IntentVoid}
+	for id, status := range want {
+		s.store.View(t.Context(), func(tx accounts.Tx) error {
+			in, err := tx.GetChargeIntent(id)
+			if err == nil && in.Status != status {
+				t.Errorf("intent %s is %s, want %s", id, in.Status, status)
+			}
+			return err
+		})
+	}
+	if refunds := s.fake.calls("POST", "/v1/refunds"); len(refunds) != 1 {
+		t.Errorf("%d refunds, want 1", len(refunds))
+	}
+}
