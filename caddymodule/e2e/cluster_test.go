@@ -111,6 +111,25 @@ func allUsable(t *testing.T, c *e2e.Caddy, key string, n int, within time.Durati
 	})
 }
 
+// known waits until every node admits key: a key made through one node
+// reaches the others' key filter through a notification, a moment later.
+func known(t *testing.T, key string, nodes ...*e2e.Caddy) {
+	t.Helper()
+	for _, c := range nodes {
+		refused := 0
+		took := eventually(t, 3*time.Second, "the new key admitted", func() error {
+			_, _, err := chatOnce(t, c, key, "m-open")
+			if err != nil {
+				refused++
+			}
+			return err
+		})
+		if refused > 0 {
+			t.Logf("a new key was refused %d times on %s before it was admitted (%v)", refused, c.URL(), took)
+		}
+	}
+}
+
 func TestClusterLanes(t *testing.T) {
 	nodes := clusterNodes(t, 2, "0")
 	a, b := nodes[0], nodes[1]
@@ -118,6 +137,7 @@ func TestClusterLanes(t *testing.T) {
 
 	t.Run("consumption key: exactly N across nodes, then all N from either", func(t *testing.T) {
 		_, key := acct.key(t, acct.subscribe(t, "open", 2))
+		known(t, key, a, b)
 		got := burst(t, key, a, b, a, b, a, b)
 		if len(got) != 2 {
 			t.Fatalf("%d of 6 simultaneous requests of a 2-lane key admitted across two nodes, want exactly 2", len(got))
@@ -139,6 +159,7 @@ func TestClusterLanes(t *testing.T) {
 	t.Run("combined key stacks lanes across nodes, boost adds none", func(t *testing.T) {
 		s1, s2 := acct.subscribe(t, "open", 1), acct.subscribe(t, "open", 2)
 		token := acct.combined(t, nil, s1, s2)
+		known(t, token, a, b)
 		got := burst(t, token, b, a, b, a, b, a)
 		if len(got) != 3 {
 			t.Fatalf("%d of 6 simultaneous requests of a 3-lane combined key admitted, want exactly 3", len(got))
@@ -150,6 +171,7 @@ func TestClusterLanes(t *testing.T) {
 
 		s3, s4 := acct.subscribe(t, "open", 1), acct.subscribe(t, "open", 1)
 		boosted := acct.combined(t, map[string]string{s4: "boost"}, s3, s4)
+		known(t, boosted, a, b)
 		got = burst(t, boosted, a, b, a, b)
 		if len(got) != 1 {
 			t.Fatalf("%d of 4 requests of a 1-lane boosted key admitted, want exactly 1", len(got))
@@ -167,6 +189,7 @@ func TestClusterLanes(t *testing.T) {
 
 	t.Run("a killed node's lanes come back", func(t *testing.T) {
 		_, key := acct.key(t, acct.subscribe(t, "open", 2))
+		known(t, key, a, b)
 		for range 2 {
 			if _, err := tryStream(a, key); err != nil {
 				t.Fatal(err)
@@ -201,6 +224,7 @@ func TestClusterLaneHandover(t *testing.T) {
 	a, b := nodes[0], nodes[1]
 	acct := newAccount(t, a)
 	_, key := acct.key(t, acct.subscribe(t, "open", 1))
+	known(t, key, a, b)
 
 	for round := range 3 {
 		holder, waiter := a, b
