@@ -31,7 +31,8 @@ import (
 
 // malformedCaddyfile: requests marked X-Upstream: messages go to a
 // messages upstream, all others to a chat upstream; both are the recorder
-// at %REC%.
+// at %REC%. The throttles of failed key checks are off: the corpus
+// fails key checks on purpose, and a 429 would hide what comes after.
 const malformedCaddyfile = `{
 	timeblock {
 		store embedded
@@ -49,7 +50,9 @@ const malformedCaddyfile = `{
 :{{.HTTP}} {
 	@api path /api /api/*
 	handle @api {
-		timeblock_accounts
+		timeblock_accounts {
+			key_failures_per_minute 0
+		}
 	}
 	@toMessages {
 		path /v1/* /compat/v1/*
