@@ -113,13 +113,21 @@ type crossCall struct {
 	method, path string
 	body         any
 	foreign      bool
+	// forged: a call that is not B's to make at all (a processor's
+	// webhook): any refusal is right, 2xx is not.
+	forged bool
+	header []string
 }
 
 // crossCases maps every /api route to B's calls. A route missing here fails
 // TestCrossUserAccess.
 func crossCases(w *crossWorld) map[string][]crossCall {
-	f := func(method, path string, body any) crossCall { return crossCall{method, path, body, true} }
-	own := func(method, path string, body any) crossCall { return crossCall{method, path, body, false} }
+	f := func(method, path string, body any) crossCall {
+		return crossCall{method: method, path: path, body: body, foreign: true}
+	}
+	own := func(method, path string, body any) crossCall {
+		return crossCall{method: method, path: path, body: body}
+	}
 	return map[string][]crossCall{
 		"GET /api/keys": {own("GET", "/api/keys", nil)},
 		"POST /api/keys/subscription": {
@@ -167,6 +175,13 @@ func crossCases(w *crossWorld) map[string][]crossCall {
 
 		"POST /api/billing/setup-intent": {own("POST", "/api/billing/setup-intent", map[string]any{"paymentMethod": "pm_card_mastercard"})},
 		"GET /api/billing/status":        {own("GET", "/api/billing/status", nil)},
+		// Registered only with a processor that has webhooks (not the
+		// test processor this node runs): a forged event about A's
+		// subscription, with a made-up signature.
+		"POST /api/billing/webhook": {{method: "POST", path: "/api/billing/webhook", foreign: true, forged: true,
+			header: []string{"Stripe-Signature", "t=1,v1=00"},
+			body: map[string]any{"id": "evt_forged", "type": "invoice.payment_failed",
+				"data": map[string]any{"object": map[string]any{"metadata": map[string]any{"subscriptionId": w.aSubKeyed, "userId": w.a.id}}}}}},
 	}
 }
 
@@ -200,7 +215,8 @@ func TestCrossUserAccess(t *testing.T) {
 					j, _ := json.Marshal(cc.body)
 					body = string(j)
 				}
-				a := do(t, cc.method, c.URL()+cc.path, nilIfEmpty(body), bearer(cred.token)...)
+				hdr := append(bearer(cred.token), cc.header...)
+				a := do(t, cc.method, c.URL()+cc.path, nilIfEmpty(body), hdr...)
 				calls++
 				// What B sent may be echoed ("subscription <id> not found");
 				// anything else of A's is a leak.
@@ -210,14 +226,18 @@ func TestCrossUserAccess(t *testing.T) {
 				}
 				if cc.foreign {
 					foreignCalls++
-					if a.status != http.StatusNotFound {
+					switch {
+					case cc.forged && a.status/100 == 2:
+						t.Errorf("B (%s) %s %s (forged): %s, want a refusal", cred.name, cc.method, cc.path, a)
+						not404++
+					case !cc.forged && a.status != http.StatusNotFound:
 						t.Errorf("B (%s) %s %s (A's object): %s, want 404", cred.name, cc.method, cc.path, a)
 						not404++
 					}
 					// The same call with unknown ids in place of A's must
 					// get the same answer: A's objects are not told apart.
 					path, ubody := unknownIDs(cc.path, w), unknownIDs(body, w)
-					u := do(t, cc.method, c.URL()+path, nilIfEmpty(ubody), bearer(cred.token)...)
+					u := do(t, cc.method, c.URL()+path, nilIfEmpty(ubody), hdr...)
 					if u.status != a.status || unknownIDs(string(a.body), w) != string(u.body) {
 						t.Errorf("B (%s) %s %s: A's ids answer %s, unknown ids %s", cred.name, cc.method, cc.path, a, u)
 						distinct++
@@ -278,7 +298,7 @@ func TestCrossUserAccess(t *testing.T) {
 	Zero(t, "/api routes without a cross-user case", missing, "routes")
 	Zero(t, "foreign objects read (A's ids or secrets in B's answers)", readLeaks, "answers")
 	Zero(t, "foreign objects changed (A's view before/after)", changed, "objects")
-	Zero(t, "answers other than 404 for foreign objects", not404, "answers")
+	Zero(t, "answers other than 404 for foreign objects (forged: not refused)", not404, "answers")
 	Zero(t, "answers telling A's objects from unknown ids", distinct, "answers")
 	Zero(t, "operator routes: successes for a non-operator", operatorOK, "answers")
 	Info(t, "cross-user calls (B's session and management key)", float64(calls), "calls")
