@@ -98,8 +98,6 @@ func isServerTool(typ string) bool {
 	return false
 }
 
-func serverToolError(path, typ string) *Error { return serverToolErrorFor(Messages, path, typ) }
-
 // serverToolErrorFor says, in the client's terms, what to send instead.
 func serverToolErrorFor(client Format, path, typ string) *Error {
 	fix := "define client tools (name, description, input_schema) instead"

@@ -48,17 +48,9 @@ func messagesToChat(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 		case "top_k":
 			err = checkTopK(v)
 			topK = v
-		case "metadata":
-			if isNull(v) {
-				continue
-			}
-			if !isObj(v) {
-				return dst, req, badRequest("metadata: must be an object")
-			}
+		case "metadata": // an object, its user_id a string (validated)
 			if u := field(v, "user_id"); isStr(u) {
 				user = u
-			} else if !isNull(u) {
-				return dst, req, badRequest("metadata.user_id: must be a string")
 			}
 		case "tools":
 			tools = v
@@ -762,17 +754,11 @@ func assistantToChat(dst []byte, content, path string, est *tally) ([]byte, *Err
 }
 
 // appendToolsChat writes tool definitions and tool_choice, and adds the
-// definitions' tokens to est.
+// definitions' tokens to est. Their shapes are validated (validate.go).
 func appendToolsChat(dst []byte, tools, choice string, est *tally) ([]byte, *Error) {
-	if isNull(tools) {
-		if !isNull(choice) && !isObj(choice) {
-			return dst, badRequest("tool_choice: must be an object")
-		}
-		return dst, nil
-	}
 	it, ok := arrIter(tools)
 	if !ok {
-		return dst, badRequest("tools: must be an array")
+		return dst, nil
 	}
 	mark := len(dst)
 	dst = key(dst, "tools")
@@ -795,30 +781,21 @@ func appendToolsChat(dst []byte, tools, choice string, est *tally) ([]byte, *Err
 	}
 	est.n += tokensTools
 	dst = append(dst, ']')
-	if isNull(choice) {
-		return dst, nil
-	}
 	if !isObj(choice) {
-		return dst, badRequest("tool_choice: must be an object")
+		return dst, nil
 	}
 	dst = key(dst, "tool_choice")
 	switch t := field(choice, "type"); {
-	case strEq(t, "auto"):
-		dst = append(dst, `"auto"`...)
 	case strEq(t, "any"):
 		dst = append(dst, `"required"`...)
 	case strEq(t, "none"):
 		dst = append(dst, `"none"`...)
-	case strEq(t, "tool"):
-		name := field(choice, "name")
-		if !isStr(name) {
-			return dst, badRequest("tool_choice.name: must be a string")
-		}
+	case strEq(t, "tool"): // with a name string (validated)
 		dst = append(dst, `{"type":"function","function":{"name":`...)
-		dst = append(dst, name...)
+		dst = append(dst, field(choice, "name")...)
 		dst = append(dst, `}}`...)
-	default:
-		return dst, badRequest("tool_choice.type: must be auto, any, tool or none")
+	default: // auto
+		dst = append(dst, `"auto"`...)
 	}
 	if field(choice, "disable_parallel_tool_use") == "true" {
 		dst = append(dst, `,"parallel_tool_calls":false`...)
@@ -828,13 +805,11 @@ func appendToolsChat(dst []byte, tools, choice string, est *tally) ([]byte, *Err
 
 // appendToolChat writes the client tool t, tools[i], as a function tool.
 // Its members a function cannot carry (cache_control, defer_loading,
-// input_examples...) follow the field rule.
+// input_examples...) follow the field rule. Its shape (an object, a name,
+// an input_schema object, no server-side type) is validated (validate.go).
 func appendToolChat(dst []byte, t string, i int) ([]byte, *Error) {
 	path := pathi("tools", i)
-	it, ok := objIter(t)
-	if !ok {
-		return dst, badRequest(path + ": must be an object")
-	}
+	it, _ := objIter(t)
 	var typ, name, desc, schema, strict string
 	for {
 		k, v, ok := it.next()
@@ -861,19 +836,8 @@ func appendToolChat(dst []byte, t string, i int) ([]byte, *Error) {
 			}
 		}
 	}
-	if !isNull(typ) {
-		if !isStr(typ) {
-			return dst, badRequest(path + ".type: must be a string")
-		}
-		if ts := str(typ); ts != "custom" {
-			if isServerTool(ts) {
-				return dst, serverToolError(path, ts)
-			}
-			return dst, badRequest(path + ": tool type " + ts + " is not supported; only client tools are")
-		}
-	}
-	if !isStr(name) || emptyStr(name) {
-		return dst, badRequest(path + ".name: must be a non-empty string")
+	if !isNull(typ) && !strEq(typ, "custom") {
+		return dst, badRequest(path + ": tool type " + str(typ) + " is not supported; only client tools are")
 	}
 	dst = sep(dst)
 	dst = append(dst, `{"type":"function","function":{"name":`...)
@@ -883,13 +847,10 @@ func appendToolChat(dst []byte, t string, i int) ([]byte, *Error) {
 		dst = append(dst, desc...)
 	}
 	dst = append(dst, `,"parameters":`...)
-	switch {
-	case isObj(schema):
+	if isObj(schema) {
 		dst = append(dst, schema...)
-	case isNull(schema):
+	} else {
 		dst = append(dst, `{"type":"object","properties":{}}`...)
-	default:
-		return dst, badRequest(path + ".input_schema: must be an object")
 	}
 	if strict == "true" {
 		dst = append(dst, `,"strict":true`...)

@@ -43,29 +43,23 @@ func chatToMessages(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 			if maxTokens == 0 || k == "max_completion_tokens" {
 				maxTokens = n
 			}
-		case "stream_options":
-			if isObj(v) {
-				req.IncludeUsage = field(v, "include_usage") == "true"
-			} else if !isNull(v) {
-				err = badRequest("stream_options: must be an object")
-			}
+		case "stream_options": // an object (validated)
+			req.IncludeUsage = field(v, "include_usage") == "true"
 		case "stop":
 			err = stopList(v, "stop")
 			stop = v
 		case "top_k":
 			err = checkTopK(v)
 			topK = v
-		case "user":
+		case "user": // a string (validated)
 			if !isNull(v) {
-				err = needString(v, "user")
 				user = v
 			}
 		case "tools":
 			tools = v
 		case "tool_choice":
 			toolChoice = v
-		case "parallel_tool_calls":
-			err = checkBool(v, "parallel_tool_calls")
+		case "parallel_tool_calls": // a boolean (validated)
 			noParallel = v == "false"
 		default:
 			err = uncarried(Chat, k, v)
@@ -491,11 +485,9 @@ func toolToMessages(t *turns, m, content, path string) *Error {
 
 func appendToolsMessages(dst []byte, tools, choice string, noParallel bool) ([]byte, *Error) {
 	n := 0
-	if !isNull(tools) {
-		it, ok := arrIter(tools)
-		if !ok {
-			return dst, badRequest("tools: must be an array")
-		}
+	// Shapes are validated (validate.go): an array of objects, function
+	// tools with a name and object parameters.
+	if it, ok := arrIter(tools); ok {
 		mark := len(dst)
 		dst = append(dst, `,"tools":[`...)
 		for i := 0; ; i++ {
@@ -503,18 +495,11 @@ func appendToolsMessages(dst []byte, tools, choice string, noParallel bool) ([]b
 			if !ok {
 				break
 			}
-			path := pathi("tools", i)
-			if !isObj(t) {
-				return dst, badRequest(path + ": must be an object")
-			}
 			if typ := field(t, "type"); !isNull(typ) && !strEq(typ, "function") {
-				return dst, badRequest(path + ".type: only function tools are supported")
+				return dst, badRequest(pathi("tools", i) + ".type: only function tools are supported")
 			}
 			fn := field(t, "function")
 			name := field(fn, "name")
-			if !isStr(name) || emptyStr(name) {
-				return dst, badRequest(path + ".function.name: must be a non-empty string")
-			}
 			dst = sep(dst)
 			dst = append(dst, `{"name":`...)
 			dst = append(dst, name...)
@@ -523,13 +508,10 @@ func appendToolsMessages(dst []byte, tools, choice string, noParallel bool) ([]b
 				dst = append(dst, d...)
 			}
 			dst = append(dst, `,"input_schema":`...)
-			switch p := field(fn, "parameters"); {
-			case isObj(p):
+			if p := field(fn, "parameters"); isObj(p) {
 				dst = append(dst, p...)
-			case isNull(p):
+			} else {
 				dst = append(dst, `{"type":"object","properties":{}}`...)
-			default:
-				return dst, badRequest(path + ".function.parameters: must be an object")
 			}
 			dst = append(dst, '}')
 			n++

@@ -61,16 +61,10 @@ func passRequest(client Format, dst []byte, s string, cfg *Config) ([]byte, Requ
 			if !chat {
 				break
 			}
-			if !isNull(v) && !isObj(v) {
-				return dst, req, badRequest("stream_options: must be an object")
-			}
-			opts = v
+			opts = v // an object (validated)
 			continue
 		case "output_config":
-			if !chat {
-				if !isNull(v) && !isObj(v) {
-					return dst, req, badRequest("output_config: must be an object")
-				}
+			if !chat { // an object (validated)
 				err = r.outputEffort(field(v, "effort"))
 			}
 		default:
