@@ -57,7 +57,7 @@ const caddyfile = `{
 	persist_config off
 	default_bind 127.0.0.1
 	timeblock {
-		store embedded {DIR}/timeblock.db
+		{STORE}
 		secret loadbench-secret-0123456789abcdef
 		pool bench {
 			model ` + benchModel + `
@@ -135,6 +135,12 @@ const memModel = "bench-mem-model"
 // startCaddy writes the Caddyfile into dir and runs bin on free ports.
 // memSlots > 0 adds the pool of the slow-stream check.
 func startCaddy(bin, dir, upstreamAddr string, memSlots int) (*caddyProc, error) {
+	return startCaddyStore(bin, dir, upstreamAddr, memSlots, "store embedded "+filepath.Join(dir, "timeblock.db"))
+}
+
+// startCaddyStore is startCaddy with another store line (the two-node
+// phase's "store postgres <dsn>").
+func startCaddyStore(bin, dir, upstreamAddr string, memSlots int, store string) (*caddyProc, error) {
 	ports, err := freePorts(5)
 	if err != nil {
 		return nil, err
@@ -149,7 +155,7 @@ func startCaddy(bin, dir, upstreamAddr string, memSlots int) (*caddyProc, error)
 		"{GATE}", strconv.Itoa(ports[2]),
 		"{GATEONLY}", strconv.Itoa(ports[3]),
 		"{TWIN}", strconv.Itoa(ports[4]),
-		"{DIR}", dir,
+		"{STORE}", store,
 		"{UPSTREAM}", upstreamAddr,
 		"{MEMPOOL}", mp,
 	).Replace(caddyfile)

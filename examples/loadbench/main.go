@@ -14,13 +14,18 @@
 //     the upstream pausing after the first chunk), Caddy's CPU seconds and
 //     allocations per request, and each variant's ratio to the bare proxy;
 //   - checks that stream chunks are flushed as they arrive, and how much
-//     heap 1,000 slow streams through the gate hold.
+//     heap 1,000 slow streams through the gate hold;
+//   - with a PostgreSQL server (-pg, $TIMEBLOCK_TEST_DATABASE_URL or a local
+//     one), starts two more Caddy processes on a throwaway database and
+//     compares one node under load and a key split across both nodes (lanes
+//     shared through PostgreSQL) with the single-node gate (cluster.go).
 //
 // Run it from the repository root:
 //
 //	go run ./examples/loadbench            # about 2¾ minutes, plus building caddy
 //	go run ./examples/loadbench -quick     # a few seconds, figures meaningless
 //	go run ./examples/loadbench -profile /tmp/prof -rounds 0 -streams 0
+//	go run ./examples/loadbench -cluster only  # the two-node rows and the single-node gate
 //
 // docs/performance.md explains the method and holds the latest figures.
 package main
@@ -55,6 +60,8 @@ type options struct {
 	profileDir  string
 	profileOf   string
 	profileTime time.Duration
+	cluster     string // "on" (when PostgreSQL answers), "off", "only"
+	pg          string // admin DSN of the two-node phase's server
 }
 
 func defaults() options {
@@ -71,6 +78,7 @@ func defaults() options {
 		flushRuns:   5,
 		profileOf:   "gate messages→chat (key)",
 		profileTime: 10 * time.Second,
+		cluster:     "on",
 	}
 }
 
@@ -99,6 +107,8 @@ func main() {
 	flag.StringVar(&o.profileDir, "profile", "", "save profiles of Caddy into this directory: CPU and allocations under load, heap with the slow streams open")
 	flag.StringVar(&o.profileOf, "profile-variant", o.profileOf, "variant to load while profiling")
 	flag.DurationVar(&o.profileTime, "profile-time", o.profileTime, "profile duration")
+	flag.StringVar(&o.cluster, "cluster", o.cluster, "the two-node phase (two Caddy processes on one PostgreSQL database): on (skipped with a note when no PostgreSQL answers), off, or only (skip the single-node variants, keep the single-node gate it is compared with)")
+	flag.StringVar(&o.pg, "pg", "", "admin DSN of the PostgreSQL server for the two-node phase (default $TIMEBLOCK_TEST_DATABASE_URL, else "+defaultPostgres+"); it creates a database of its own and drops it")
 	flag.Parse()
 	if *quick {
 		o.quick()
@@ -119,6 +129,7 @@ type outcome struct {
 	mem     []memResult // bare proxy, then gate
 	lanes   int
 	elapsed time.Duration
+	cluster *clusterOutcome
 }
 
 func run(o options, stdout, stderr io.Writer) error {
@@ -174,7 +185,13 @@ func run(o options, stdout, stderr io.Writer) error {
 	out := &outcome{opts: o, load: map[string][]sliceResult{}, c1: map[string][]sliceResult{},
 		flush: map[string][]time.Duration{}, lanes: k.lanes}
 	// The variants asked for, and the ones they are compared with.
-	all := variants(up, c, k, makeBodies(o.history))
+	bodies := makeBodies(o.history)
+	all := variants(up, c, k, bodies)
+	clusterRounds := o.rounds
+	if o.cluster == "only" {
+		o.only, o.rounds, o.flushRuns, o.streams = "gate chat→chat (key)", 0, 0, 0
+		out.opts = o
+	}
 	want := map[string]bool{}
 	for i := len(all) - 1; i >= 0; i-- {
 		if v := all[i]; want[v.name] || selected(v.name, o.only) {
@@ -250,6 +267,15 @@ func run(o options, stdout, stderr io.Writer) error {
 			}
 			out.mem = append(out.mem, res)
 		}
+	}
+	if o.cluster != "off" {
+		co := o
+		co.rounds = clusterRounds
+		cl, err := clusterPhase(co, bin, dir, up, c, k, bodies, logf)
+		if err != nil {
+			return err
+		}
+		out.cluster = cl
 	}
 	if o.profileDir != "" {
 		if err := profile(l, c, out.vs, o); err != nil {

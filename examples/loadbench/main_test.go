@@ -40,6 +40,10 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("the report has no %q", want)
 		}
 	}
+	// The two-node phase ran, or says why not (no PostgreSQL here).
+	if !strings.Contains(report, "2 nodes, key split across both (20 lanes)") && !strings.Contains(report, "two-node phase skipped") {
+		t.Error("the report has neither the two-node rows nor why they are missing")
+	}
 }
 
 // The concurrency-1 pass times every variant, a stream with the upstream

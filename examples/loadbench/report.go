@@ -187,6 +187,8 @@ func report(w io.Writer, out *outcome) {
 		fmt.Fprintln(w)
 	}
 
+	reportCluster(w, out.cluster)
+
 	var targets []target
 	if len(out.flush) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
