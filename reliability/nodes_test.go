@@ -38,6 +38,12 @@ var allBlocks = []string{"asia", "europe", "americas"}
 // max_tokens/%RATE% seconds. The public site
 // answers a JSON 404 off its routes, as Caddyfile.example does.
 const nodeCaddyfile = `{
+	# Requests may name their client address in X-Forwarded-For (the
+	# scenarios that expect refusals use one address per round, so that the
+	# gate's throttle of failed key checks does not mix into their figures).
+	servers {
+		trusted_proxies static 127.0.0.1/32
+	}
 	timeblock {
 		%STORE%
 		secret {$TIMEBLOCK_SECRET}
@@ -280,6 +286,12 @@ func chatBody(model string, n int, stream bool) string {
 // chat sends one non-streaming chat completion with apiKey to c.
 func chat(c *e2e.Caddy, apiKey, model string, maxTokens int) (answer, error) {
 	return tryDo(http.MethodPost, c.URL()+"/v1/chat/completions", chatBody(model, maxTokens, false), bearer(apiKey)...)
+}
+
+// chatFrom is chat from client address addr (X-Forwarded-For).
+func chatFrom(c *e2e.Caddy, addr, apiKey, model string, maxTokens int) (answer, error) {
+	return tryDo(http.MethodPost, c.URL()+"/v1/chat/completions", chatBody(model, maxTokens, false),
+		append(bearer(apiKey), "X-Forwarded-For", addr)...)
 }
 
 // metric reads the sum of a Prometheus series' samples (all label values)
