@@ -1,0 +1,5 @@
+//go:build !race
+
+package admission
+
+const raceEnabled = false
