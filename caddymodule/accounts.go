@@ -2,11 +2,15 @@ package caddymodule
 
 import (
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/timeblock/timeblock/accounts/admission"
 )
 
 func init() {
@@ -15,7 +19,17 @@ func init() {
 }
 
 // Accounts serves the account API (/api/*) from the timeblock app's store.
+//
+// Failed credential checks (every 401 the API answers: no credential, an
+// unknown or expired session token, an unknown or revoked management key)
+// count against the client address in the same throttle as the gate's key
+// checks; past KeyFailuresPerMinute in a minute, the address gets 429 with
+// Retry-After before its credential is looked up.
 type Accounts struct {
+	// KeyFailuresPerMinute is as for timeblock_gate (default 60; a negative
+	// value, written 0 in the Caddyfile, turns the throttle off).
+	KeyFailuresPerMinute int `json:"key_failures_per_minute,omitempty"`
+
 	app *App
 }
 
@@ -42,9 +56,55 @@ func (a *Accounts) Cleanup() error { return nil }
 
 // ServeHTTP answers an account API request; it never calls next.
 func (a *Accounts) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
-	a.app.api.ServeHTTP(w, r)
+	limit := (&Gate{KeyFailuresPerMinute: a.KeyFailuresPerMinute}).keyFailureLimit()
+	var throttle *admission.FailureThrottle
+	if limit > 0 && a.app.shared != nil && a.app.shared.gate != nil {
+		throttle = a.app.shared.gate.guard.throttle
+	}
+	if throttle == nil {
+		a.app.api.ServeHTTP(w, r)
+		return nil
+	}
+	addr := clientAddr(r)
+	if wait := throttle.Check(addr, limit, time.Now()); wait > 0 {
+		retry := strconv.Itoa(int((wait + time.Second - 1) / time.Second))
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Retry-After", retry)
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, err := w.Write([]byte(`{"success":false,"error":"too many requests with missing or invalid credentials from this address; retry in ` + retry + `s"}` + "\n"))
+		return err
+	}
+	sw := &statusWriter{ResponseWriter: w}
+	a.app.api.ServeHTTP(sw, r)
+	if sw.status == http.StatusUnauthorized {
+		throttle.Fail(addr, time.Now())
+	}
 	return nil
 }
+
+// statusWriter remembers the status an account API answer was written with.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func parseAccounts(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	a := new(Accounts)
@@ -52,14 +112,27 @@ func parseAccounts(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) 
 	return a, err
 }
 
-// UnmarshalCaddyfile parses `timeblock_accounts`, which takes no options.
+// UnmarshalCaddyfile parses:
+//
+//	timeblock_accounts {
+//		key_failures_per_minute <n>
+//	}
 func (a *Accounts) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
 	if d.NextArg() {
 		return d.ArgErr()
 	}
 	for d.NextBlock(0) {
-		return d.Errf("unknown timeblock_accounts option %q", d.Val())
+		switch d.Val() {
+		case "key_failures_per_minute":
+			n, err := keyFailuresArg(d)
+			if err != nil {
+				return err
+			}
+			a.KeyFailuresPerMinute = n
+		default:
+			return d.Errf("unknown timeblock_accounts option %q", d.Val())
+		}
 	}
 	return nil
 }

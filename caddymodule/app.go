@@ -167,7 +167,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		notifier = accounts.SMTPNotifier{Addr: a.SMTP.Addr, From: a.SMTP.From, Username: a.SMTP.Username, Password: a.SMTP.Password}
 	}
 	a.service, err = accounts.NewService(accounts.Config{
-		Store:        sh.store,
+		Store:        sh.gate.announcing(sh.store),
 		Secret:       a.Secret,
 		TermsVersion: a.TermsVersion,
 		Processor:    processor,

@@ -4,8 +4,10 @@ import (
 	"context"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"time"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -124,6 +126,23 @@ type announcingStore struct {
 func (s announcingStore) PublishInvalidation(ctx context.Context, userID string) error {
 	s.local(userID)
 	return s.Store.PublishInvalidation(ctx, userID)
+}
+
+// keyFailuresArg parses the argument of key_failures_per_minute: a count,
+// 0 for off (returned as -1, since the zero value means "default").
+func keyFailuresArg(d *caddyfile.Dispenser) (int, error) {
+	var v string
+	if err := singleArg(d, &v); err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, d.Errf("key_failures_per_minute: %q is not a count of 0 or more (0 turns the throttle off)", v)
+	}
+	if n == 0 {
+		n = -1
+	}
+	return n, nil
 }
 
 // clientAddr is the client's address as Caddy determined it (trusted_proxies
