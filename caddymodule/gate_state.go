@@ -7,8 +7,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/timeblock/timeblock/accounts"
 	"github.com/timeblock/timeblock/accounts/admission"
+	"github.com/timeblock/timeblock/accounts/postgres"
 )
 
 // gateState is the part of the shared state the gate works on: it lives as
@@ -20,10 +20,17 @@ type gateState struct {
 	lanes    *admission.Registry
 	lastUsed *admission.Batcher
 	metrics  *gateMetrics
-	guard    *keyGuard // filter of live keys, throttle of failed checks
 
 	stopInvalidation func()
 	stop, done       chan struct{}
+
+	laneCoord *postgres.LaneCoordinator // nil unless the nodes share lanes (store postgres)
+}
+
+// laneCoordinatorStore is a store several nodes share, whose lanes must hold
+// across all of them (store postgres).
+type laneCoordinatorStore interface {
+	LaneCoordinator(ctx context.Context) (*postgres.LaneCoordinator, error)
 }
 
 // gateStore is what the gate state needs from the account store.
@@ -38,43 +45,37 @@ const (
 )
 
 func newGateState(store gateStore, logger *zap.Logger) (*gateState, error) {
-	guard := newKeyGuard(store, logger)
-	cache, err := admission.NewCache(admission.CacheConfig{Filter: guard.filter})
+	cache, err := admission.NewCache(admission.CacheConfig{})
 	if err != nil {
-		guard.close()
 		return nil, fmt.Errorf("timeblock: %w", err)
 	}
-	s := &gateState{
-		cache:    cache,
-		lanes:    admission.NewRegistry(),
-		lastUsed: admission.NewBatcher(store, lastUsedInterval, logger.Named("last_used")),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
+	lanes := admission.NewRegistry()
+	var laneCoord *postgres.LaneCoordinator
+	if lcs, ok := store.(laneCoordinatorStore); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		laneCoord, err = lcs.LaneCoordinator(ctx)
+		cancel()
+		if err != nil {
+			cache.Close()
+			return nil, fmt.Errorf("timeblock: cluster lanes: %w", err)
+		}
+		lanes = admission.NewClusterRegistry(admission.ClusterConfig{Coordinator: laneCoord})
 	}
-	s.guard = guard
+	s := &gateState{
+		cache:     cache,
+		lanes:     lanes,
+		lastUsed:  admission.NewBatcher(store, lastUsedInterval, logger.Named("last_used")),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+		laneCoord: laneCoord,
+	}
 	s.metrics = newGateMetrics(s.lanes, s.cache)
-	s.metrics.collectors = append(s.metrics.collectors, keyGuardCollector{guard})
 	// Every node hears every invalidation (its own included), so a change to
 	// a user's keys takes effect on the next request here and, through the
-	// store's notifications, on the other nodes. The account service of this
-	// node also tells this state directly (announcing), before it answers.
-	s.stopInvalidation = store.OnInvalidation(s.invalidate)
+	// store's notifications, on the other nodes.
+	s.stopInvalidation = store.OnInvalidation(cache.InvalidateUser)
 	go s.sweep()
 	return s, nil
-}
-
-// invalidate makes the user's cached entitlements stale and has the filter
-// of live keys read the user's hashes again (everything for
-// accounts.InvalidateAll).
-func (s *gateState) invalidate(userID string) {
-	s.cache.InvalidateUser(userID)
-	s.guard.invalidate(userID)
-}
-
-// announcing wraps the store the account service writes through, so that
-// its invalidations reach this state before PublishInvalidation returns.
-func (s *gateState) announcing(st accounts.Store) accounts.Store {
-	return announcingStore{Store: st, local: s.invalidate}
 }
 
 // sweep forgets lane groups of keys that have gone quiet.
@@ -102,7 +103,10 @@ func (s *gateState) close() error {
 	defer cancel()
 	err := s.lastUsed.Close(ctx)
 	s.cache.Close()
-	s.guard.close()
+	s.lanes.Close()
+	if s.laneCoord != nil {
+		s.laneCoord.Close() // ends the lane session: PostgreSQL frees this node's lanes
+	}
 	if err != nil {
 		return fmt.Errorf("timeblock: writing key last-use times: %w", err)
 	}
