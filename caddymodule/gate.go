@@ -69,6 +69,14 @@ type Gate struct {
 	// --scheduling-policy priority). {timeblock.boost} is set either way, so
 	// boosted traffic can still be routed elsewhere.
 	NoBoostPriority bool `json:"no_boost_priority,omitempty"`
+	// KeyFailuresPerMinute is how many failed key checks (no key, a key of
+	// the wrong kind, an unknown key) one client address may have in a
+	// minute; past it the gate answers 429 with Retry-After before looking
+	// at the key (default 60; a negative value, written 0 in the Caddyfile,
+	// turns the throttle off). The address is Caddy's client IP, so
+	// trusted_proxies decide whether a proxy's X-Forwarded-For counts; IPv6
+	// addresses count by their /64.
+	KeyFailuresPerMinute int `json:"key_failures_per_minute,omitempty"`
 
 	state   *gateState
 	source  admission.Source
@@ -119,6 +127,17 @@ func (g *Gate) Validate() error {
 
 // Cleanup releases nothing: the shared state belongs to the app.
 func (g *Gate) Cleanup() error { return nil }
+
+// keyFailureLimit is the throttle's limit; 0 means off.
+func (g *Gate) keyFailureLimit() int {
+	switch {
+	case g.KeyFailuresPerMinute == 0:
+		return defaultKeyFailuresPerMinute
+	case g.KeyFailuresPerMinute < 0:
+		return 0
+	}
+	return g.KeyFailuresPerMinute
+}
 
 func (g *Gate) laneWait() time.Duration {
 	return max(time.Duration(g.LaneWait), 0)
@@ -218,16 +237,26 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 // entitlement checks the request's credential and returns what it may do.
 // When it returns nil, the request has been answered (err is the write's).
 func (g *Gate) entitlement(w http.ResponseWriter, r *http.Request, format translate.Format, now time.Time) (*accounts.Entitlement, error) {
+	guard := g.state.guard
+	addr := clientAddr(r)
+	if wait := guard.throttle.Check(addr, g.keyFailureLimit(), now); wait > 0 {
+		retry := int((wait + time.Second - 1) / time.Second)
+		return nil, g.reject(w, format, rejectThrottled, http.StatusTooManyRequests, "rate_limit_exceeded",
+			"too many requests with a missing or invalid API key from this address; retry in "+strconv.Itoa(retry)+"s", retry, nil)
+	}
 	key := credential(r)
 	switch {
 	case key == "":
+		guard.throttle.Fail(addr, now)
 		return nil, g.reject(w, format, rejectMissingKey, http.StatusUnauthorized, "missing_api_key",
 			"no API key: send a consumption key (sk_pool_...) or a combined key (sk-compat-meta-...) "+
 				"in the x-api-key header or as Authorization: Bearer <key>", 0, nil)
 	case strings.HasPrefix(key, accounts.ManagementKeyPrefix), strings.HasPrefix(key, accounts.SessionTokenPrefix):
+		guard.throttle.Fail(addr, now)
 		return nil, g.reject(w, format, rejectWrongKeyKind, http.StatusUnauthorized, "invalid_api_key",
 			"management keys/session tokens are for the account API; use a consumption key (sk_pool_...) or a combined key", 0, nil)
 	case !plausibleKey(key):
+		guard.throttle.Fail(addr, now)
 		return nil, g.reject(w, format, rejectUnknownKey, http.StatusUnauthorized, "invalid_api_key", msgInvalidKey, 0, nil)
 	}
 	ctx := r.Context()
@@ -235,6 +264,7 @@ func (g *Gate) entitlement(w http.ResponseWriter, r *http.Request, format transl
 	switch {
 	case err == nil:
 	case errors.Is(err, admission.ErrUnknownKey):
+		guard.throttle.Fail(addr, now)
 		return nil, g.reject(w, format, rejectUnknownKey, http.StatusUnauthorized, "invalid_api_key", msgInvalidKey, 0, nil)
 	case ctx.Err() != nil:
 		return nil, g.clientGone(w, nil)
@@ -402,6 +432,7 @@ func plausibleKey(key string) bool {
 //		lane_wait <duration>
 //		max_request_body <size>
 //		boost_priority on|off
+//		key_failures_per_minute <n>
 //	}
 func parseGate(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	g := new(Gate)
@@ -452,6 +483,12 @@ func (g *Gate) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			default:
 				return d.Errf("boost_priority: %q is not on or off", v)
 			}
+		case "key_failures_per_minute":
+			n, err := keyFailuresArg(d)
+			if err != nil {
+				return err
+			}
+			g.KeyFailuresPerMinute = n
 		default:
 			return d.Errf("unknown timeblock_gate option %q", d.Val())
 		}

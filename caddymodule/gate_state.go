@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/timeblock/timeblock/accounts"
 	"github.com/timeblock/timeblock/accounts/admission"
 	"github.com/timeblock/timeblock/accounts/postgres"
 )
@@ -20,6 +21,7 @@ type gateState struct {
 	lanes    *admission.Registry
 	lastUsed *admission.Batcher
 	metrics  *gateMetrics
+	guard    *keyGuard // filter of live keys, throttle of failed checks
 
 	stopInvalidation func()
 	stop, done       chan struct{}
@@ -45,8 +47,10 @@ const (
 )
 
 func newGateState(store gateStore, logger *zap.Logger) (*gateState, error) {
-	cache, err := admission.NewCache(admission.CacheConfig{})
+	guard := newKeyGuard(store, logger)
+	cache, err := admission.NewCache(admission.CacheConfig{Filter: guard.filter})
 	if err != nil {
+		guard.close()
 		return nil, fmt.Errorf("timeblock: %w", err)
 	}
 	lanes := admission.NewRegistry()
@@ -57,6 +61,7 @@ func newGateState(store gateStore, logger *zap.Logger) (*gateState, error) {
 		cancel()
 		if err != nil {
 			cache.Close()
+			guard.close()
 			return nil, fmt.Errorf("timeblock: cluster lanes: %w", err)
 		}
 		lanes = admission.NewClusterRegistry(admission.ClusterConfig{Coordinator: laneCoord})
@@ -69,13 +74,30 @@ func newGateState(store gateStore, logger *zap.Logger) (*gateState, error) {
 		done:      make(chan struct{}),
 		laneCoord: laneCoord,
 	}
+	s.guard = guard
 	s.metrics = newGateMetrics(s.lanes, s.cache)
+	s.metrics.collectors = append(s.metrics.collectors, keyGuardCollector{guard})
 	// Every node hears every invalidation (its own included), so a change to
 	// a user's keys takes effect on the next request here and, through the
-	// store's notifications, on the other nodes.
-	s.stopInvalidation = store.OnInvalidation(cache.InvalidateUser)
+	// store's notifications, on the other nodes. The account service of this
+	// node also tells this state directly (announcing), before it answers.
+	s.stopInvalidation = store.OnInvalidation(s.invalidate)
 	go s.sweep()
 	return s, nil
+}
+
+// invalidate makes the user's cached entitlements stale and has the filter
+// of live keys read the user's hashes again (everything for
+// accounts.InvalidateAll).
+func (s *gateState) invalidate(userID string) {
+	s.cache.InvalidateUser(userID)
+	s.guard.invalidate(userID)
+}
+
+// announcing wraps the store the account service writes through, so that
+// its invalidations reach this state before PublishInvalidation returns.
+func (s *gateState) announcing(st accounts.Store) accounts.Store {
+	return announcingStore{Store: st, local: s.invalidate}
 }
 
 // sweep forgets lane groups of keys that have gone quiet.
@@ -103,6 +125,7 @@ func (s *gateState) close() error {
 	defer cancel()
 	err := s.lastUsed.Close(ctx)
 	s.cache.Close()
+	s.guard.close()
 	s.lanes.Close()
 	if s.laneCoord != nil {
 		s.laneCoord.Close() // ends the lane session: PostgreSQL frees this node's lanes
