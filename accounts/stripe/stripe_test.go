@@ -163,6 +163,25 @@ func TestChargeRequestAndIdempotentReplay(t *testing.T) {
 	}
 }
 
+func TestStatementDescriptor(t *testing.T) {
+	fake := newFakeStripe(t)
+	st := newStore(t)
+	p, err := stripe.New(stripe.Config{SecretKey: testKey, APIBase: fake.URL(), Store: st, StatementDescriptorSuffix: "TIMEBLOCK", MaxNetworkRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm := saved(t, p, "pm_card_visa")
+	if _, err := p.Charge(t.Context(), accounts.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "1", IdempotencyKey: "subscribe:s"}); err != nil {
+		t.Fatal(err)
+	}
+	if f := fake.calls("POST", "/v1/payment_intents")[0].Form; f["statement_descriptor_suffix"] != "TIMEBLOCK" {
+		t.Errorf("statement_descriptor_suffix = %q", f["statement_descriptor_suffix"])
+	}
+	if _, err := stripe.New(stripe.Config{SecretKey: testKey, Store: st, StatementDescriptorSuffix: strings.Repeat("X", 23)}); err == nil {
+		t.Error("a 23-character descriptor suffix was accepted")
+	}
+}
+
 func TestChargeDeclines(t *testing.T) {
 	fake := newFakeStripe(t)
 	p := newProcessor(t, fake.URL(), newStore(t))

@@ -19,6 +19,7 @@ import (
 	"testing"
 
 	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/stripe"
 )
 
 // stripeMock starts stripe-mock on a free port and returns its base URL.
@@ -92,7 +93,11 @@ func findStripeMock() string {
 func TestStripeMock(t *testing.T) {
 	base := stripeMock(t)
 	st := newStore(t)
-	p := newProcessor(t, base, st)
+	p, err := stripe.New(stripe.Config{SecretKey: testKey, APIBase: base, Store: st, MaxNetworkRetries: -1,
+		StatementDescriptorSuffix: "TIMEBLOCK", WebhookSecret: "whsec_abcdefgh12345678"})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	pm, err := p.SaveMethod(t.Context(), "user-1", "pm_card_visa")
 	if err != nil {
