@@ -187,6 +187,26 @@ func TestClusterLanes(t *testing.T) {
 		}
 	})
 
+	t.Run("lanes held across a reload", func(t *testing.T) {
+		_, key := acct.key(t, acct.subscribe(t, "open", 1))
+		known(t, key, a, b)
+		stop, err := tryStream(a, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := gateOpts{store: "store postgres {$TIMEBLOCK_DSN}", wait: "0", mark: "2"}
+		if err := a.Reload(gateConfig(t, opts)); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []*e2e.Caddy{a, b} {
+			_, _, err := chatOnce(t, c, key, "m-open")
+			wantOpenAIError(t, err, http.StatusTooManyRequests, "rate_limit_error", "all 1 lanes")
+		}
+		stop()
+		allUsable(t, b, key, 1, 3*time.Second)
+		allUsable(t, a, key, 1, 3*time.Second)
+	})
+
 	t.Run("a killed node's lanes come back", func(t *testing.T) {
 		_, key := acct.key(t, acct.subscribe(t, "open", 2))
 		known(t, key, a, b)
