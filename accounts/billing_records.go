@@ -33,6 +33,11 @@ type BillingTx interface {
 	PutIdempotentRequest(r *IdempotentRequest) error
 	// DeleteIdempotentRequest removes it; a missing one is not an error.
 	DeleteIdempotentRequest(userID, key string) error
+
+	// PruneBillingRecords deletes the idempotent requests created before
+	// requestsBefore and the webhook events received before eventsBefore,
+	// and returns how many records it deleted.
+	PruneBillingRecords(requestsBefore, eventsBefore time.Time) (int, error)
 }
 
 // WebhookEvent is a processor event that was acted on.

@@ -205,3 +205,23 @@ func (s *Service) FinishIdempotent(ctx context.Context, userID, key, fingerprint
 		return tx.PutIdempotentRequest(cur)
 	})
 }
+
+// webhookEventRetention is how long a handled webhook event's id is kept:
+// far longer than Stripe redelivers (three days).
+const webhookEventRetention = 30 * 24 * time.Hour
+
+// PruneBillingRecords deletes the idempotent requests past
+// IdempotencyWindow and the webhook events past their retention. The
+// worker runs it hourly.
+func (s *Service) PruneBillingRecords(ctx context.Context) (int, error) {
+	now := s.clock()
+	var n int
+	err := s.store.Update(ctx, func(tx Tx) (err error) {
+		n, err = tx.PruneBillingRecords(now.Add(-IdempotencyWindow), now.Add(-webhookEventRetention))
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("pruning billing records: %w", err)
+	}
+	return n, nil
+}

@@ -343,6 +343,7 @@ func (s *Service) RunWorker(ctx context.Context, every time.Duration) {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var pruned time.Time // last pruning of billing records (idempotency.go)
 	for {
 		rep, err := s.RunLifecycle(ctx)
 		switch {
@@ -358,6 +359,16 @@ func (s *Service) RunWorker(ctx context.Context, every time.Duration) {
 			s.logger.Warn("settlement pass incomplete: the rest is retried next pass", zap.Error(err), zap.Any("report", srep))
 		case srep.Acted():
 			s.logger.Info("settlement pass", zap.Any("report", srep))
+		}
+		if time.Since(pruned) >= time.Hour {
+			if n, err := s.PruneBillingRecords(ctx); err != nil && ctx.Err() == nil {
+				s.logger.Warn("pruning billing records failed: retried next pass", zap.Error(err))
+			} else if err == nil {
+				pruned = time.Now()
+				if n > 0 {
+					s.logger.Info("billing records pruned", zap.Int("deleted", n))
+				}
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -215,6 +216,30 @@ func TestIdempotentConcurrentRetries(t *testing.T) {
 		}
 		if r, _, _ := e.purchase(path, tok, body, "race"); r.Status != 201 {
 			t.Errorf("after the race: %d", r.Status)
+		}
+	})
+}
+
+func TestIdempotentRequestsArePruned(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st accounts.Store) {
+		e := newHTTPEnv(t, st, 1<<12)
+		e.pool("alpha", accounts.PoolActive, 3, false)
+		uid, tok := e.user("ray@example.test", accounts.TestCardVisa)
+		e.buy("/api/pools/alpha/subscribe", tok, `{"blocks":["europe"]}`, "old").want(t, 201)
+		e.advance(time.Hour)
+		if n, err := e.svc.PruneBillingRecords(e.ctx); err != nil || n != 0 {
+			t.Fatalf("prune within the window: %d, %v; want nothing pruned", n, err)
+		}
+		e.advance(accounts.IdempotencyWindow)
+		if n, err := e.svc.PruneBillingRecords(e.ctx); err != nil || n != 1 {
+			t.Fatalf("prune after the window: %d, %v; want 1", n, err)
+		}
+		err := e.st.View(e.ctx, func(tx accounts.Tx) error {
+			_, err := tx.GetIdempotentRequest(uid, "old")
+			return err
+		})
+		if !errors.Is(err, accounts.ErrNotFound) {
+			t.Errorf("the pruned request: %v", err)
 		}
 	})
 }

@@ -132,4 +132,50 @@ func (t *tx) DeleteIdempotentRequest(userID, key string) error {
 	return b.Delete(compositeKey(userID, key))
 }
 
+func (t *tx) PruneBillingRecords(requestsBefore, eventsBefore time.Time) (int, error) {
+	n := 0
+	for _, p := range []struct {
+		bucket string
+		before time.Time
+		at     func(v []byte) (time.Time, error)
+	}{
+		{bucketIdempotent, requestsBefore, func(v []byte) (time.Time, error) {
+			var r idempotentRecord
+			err := json.Unmarshal(v, &r)
+			return r.CreatedAt, err
+		}},
+		{bucketWebhookEvents, eventsBefore, func(v []byte) (time.Time, error) {
+			var r webhookEventRecord
+			err := json.Unmarshal(v, &r)
+			return r.ReceivedAt, err
+		}},
+	} {
+		b, err := t.optBucket(p.bucket)
+		if err != nil || b == nil {
+			return n, err
+		}
+		var old [][]byte
+		err = b.ForEach(func(k, v []byte) error {
+			at, err := p.at(v)
+			if err != nil {
+				return fmt.Errorf("decode %s record: %w", p.bucket, err)
+			}
+			if at.Before(p.before) {
+				old = append(old, k)
+			}
+			return nil
+		})
+		if err != nil {
+			return n, err
+		}
+		for _, k := range old {
+			if err := b.Delete(k); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
 var _ accounts.BillingTx = (*tx)(nil)

@@ -4,6 +4,8 @@ package postgres
 // 0004_stripe.sql.
 
 import (
+	"time"
+
 	"github.com/timeblock/timeblock/accounts"
 )
 
@@ -52,6 +54,24 @@ func (t *tx) DeleteIdempotentRequest(userID, key string) error {
 		return err
 	})
 	return wrap(err, "delete idempotent request %q of user %s", key, userID)
+}
+
+func (t *tx) PruneBillingRecords(requestsBefore, eventsBefore time.Time) (int, error) {
+	n := 0
+	err := t.write(func(db dbtx) error {
+		tag, err := db.Exec(t.ctx, `DELETE FROM idempotent_requests WHERE created_at < $1`, ts(requestsBefore))
+		if err != nil {
+			return err
+		}
+		n += int(tag.RowsAffected())
+		tag, err = db.Exec(t.ctx, `DELETE FROM webhook_events WHERE received_at < $1`, ts(eventsBefore))
+		if err != nil {
+			return err
+		}
+		n += int(tag.RowsAffected())
+		return nil
+	})
+	return n, wrap(err, "prune billing records")
 }
 
 var _ accounts.BillingTx = (*tx)(nil)

@@ -3,7 +3,9 @@ package storetest
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/timeblock/timeblock/accounts"
 )
@@ -94,5 +96,49 @@ func testBillingRecords(t *testing.T, s accounts.Store) {
 	expectErr(t, s, "GetIdempotentRequest after delete", accounts.ErrNotFound, func(tx accounts.Tx) error {
 		_, err := tx.GetIdempotentRequest(u.ID, "k1")
 		return err
+	})
+
+	// Pruning: what is older than the limits goes, the rest stays.
+	cut := received.Add(time.Hour)
+	update(t, s, func(tx accounts.Tx) error {
+		for i, at := range []time.Time{received, cut, cut.Add(time.Second)} {
+			key := fmt.Sprintf("p%d", i)
+			if err := tx.PutIdempotentRequest(&accounts.IdempotentRequest{UserID: u.ID, Key: key, Status: 201, CreatedAt: at}); err != nil {
+				return err
+			}
+			if err := tx.RecordWebhookEvent(&accounts.WebhookEvent{ID: "evt_" + key, Type: "t", ReceivedAt: at}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	var pruned int
+	update(t, s, func(tx accounts.Tx) (err error) {
+		pruned, err = tx.PruneBillingRecords(cut, cut)
+		return err
+	})
+	// evt_1 and evt_2 were received at `received` too.
+	if pruned != 4 {
+		t.Errorf("pruned %d records, want 4 (p0 and evt_p0, evt_1, evt_2)", pruned)
+	}
+	expectErr(t, s, "pruned request", accounts.ErrNotFound, func(tx accounts.Tx) error {
+		_, err := tx.GetIdempotentRequest(u.ID, "p0")
+		return err
+	})
+	update(t, s, func(tx accounts.Tx) error {
+		for _, key := range []string{"p1", "p2"} {
+			if _, err := tx.GetIdempotentRequest(u.ID, key); err != nil {
+				t.Errorf("request %s at or after the limit: %v", key, err)
+			}
+		}
+		if err := tx.RecordWebhookEvent(&accounts.WebhookEvent{ID: "evt_p0", Type: "t", ReceivedAt: cut}); err != nil {
+			t.Errorf("a pruned event id is new again: %v", err)
+		}
+		for _, id := range []string{"evt_p1", "evt_p2"} {
+			if err := tx.RecordWebhookEvent(&accounts.WebhookEvent{ID: id, Type: "t", ReceivedAt: cut}); !errors.Is(err, accounts.ErrConflict) {
+				t.Errorf("event %s at or after the limit: %v, want kept", id, err)
+			}
+		}
+		return nil
 	})
 }

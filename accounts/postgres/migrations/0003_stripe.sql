@@ -14,6 +14,7 @@ CREATE TABLE webhook_events (
 	type        text NOT NULL,
 	received_at timestamptz NOT NULL
 );
+CREATE INDEX webhook_events_received_at ON webhook_events (received_at);
 
 -- Purchase requests made with an Idempotency-Key, and their answers
 -- (status 0 while the request runs).
@@ -27,3 +28,4 @@ CREATE TABLE idempotent_requests (
 	created_at  timestamptz NOT NULL,
 	PRIMARY KEY (user_id, key)
 );
+CREATE INDEX idempotent_requests_created_at ON idempotent_requests (created_at);
