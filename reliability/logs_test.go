@@ -12,6 +12,7 @@ package reliability
 // 20-character piece of one.
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -39,7 +40,10 @@ func shippedCaddyfile(t *testing.T, upstream string) string {
 	}
 	s := string(b)
 	for _, r := range [][2]string{
-		{"\tadmin localhost:2019\n", "\tdebug\n"},
+		// Each kind of credential comes from a client address of its own
+		// (X-Forwarded-For from a trusted 127.0.0.1), so that the refused
+		// ones do not get the valid ones throttled.
+		{"\tadmin localhost:2019\n", "\tdebug\n\tservers {\n\t\ttrusted_proxies static 127.0.0.1/32\n\t}\n"},
 		{":8080 {", ":{{.HTTP}} {"},
 		{"reverse_proxy 127.0.0.1:8000", "reverse_proxy " + upstream},
 		{"http://:8000 {", "http://:{{.Upstream}} {"},
@@ -151,11 +155,13 @@ func TestCredentialsAbsentFromLogs(t *testing.T) {
 			t.Errorf("%s %s with the consumption key: %s", ep.method, ep.path, a)
 		}
 	}
-	calls := 0
+	calls, kind := 0, 0
 	for _, cred := range creds {
+		kind++
+		addr := fmt.Sprintf("10.20.%d.1", kind)
 		for _, ep := range endpoints {
 			for _, st := range styles {
-				hdr := append([]string{"Anthropic-Version", "2023-06-01"}, st.hdr(cred)...)
+				hdr := append([]string{"Anthropic-Version", "2023-06-01", "X-Forwarded-For", addr}, st.hdr(cred)...)
 				a := do(t, ep.method, c.URL()+ep.path, nilIfEmpty(ep.body), hdr...)
 				calls++
 				if a.status >= 500 {
@@ -165,6 +171,18 @@ func TestCredentialsAbsentFromLogs(t *testing.T) {
 					accepted++
 				}
 			}
+		}
+	}
+	// Past the throttle's limit of failed key checks from one address, the
+	// gate answers 429 before looking at the key: that path must not log
+	// it either.
+	throttled := 0
+	for range 80 {
+		a := do(t, http.MethodPost, c.URL()+"/v1/chat/completions", chat,
+			"X-Api-Key", creds["unknown key"], "Authorization", "Bearer "+creds["revoked key"], "X-Forwarded-For", "10.20.99.1")
+		calls++
+		if a.status == http.StatusTooManyRequests {
+			throttled++
 		}
 	}
 	c.Stop() // flushes the logs
@@ -199,7 +217,8 @@ func TestCredentialsAbsentFromLogs(t *testing.T) {
 	Zero(t, "credentials with a 20-char piece in the output or upstream", pieces, "credentials")
 	AtLeast(t, "log lines with request headers (access log, proxy debug)", float64(headerLines), float64(accepted), "lines")
 	AtLeast(t, "requests the model server received", float64(rec.n), 8, "requests")
-	Info(t, "requests with credentials (7 kinds × 12 endpoints × 3 ways)", float64(calls), "requests")
+	Info(t, "requests with credentials (7 kinds × 12 endpoints × 3 ways, 80 refusals)", float64(calls), "requests")
+	Info(t, "of which throttled (429 before the key check)", float64(throttled), "requests")
 	Info(t, "of which admitted", float64(accepted), "requests")
 	Info(t, "bytes of Caddy output searched", float64(len(logs)), "bytes")
 }
