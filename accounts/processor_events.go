@@ -22,7 +22,10 @@ package accounts
 //     one;
 //   - a charge for a subscribe whose subscription does not exist is left to
 //     the settlement of charge intents (intents.go), which refunds it once
-//     the subscribe that made it is surely over.
+//     the subscribe that made it is surely over; a failure, refund or
+//     dispute of it while that subscribe's intent is still open is answered
+//     503 and recorded nothing, so that the processor delivers it again once
+//     the subscription exists (or surely never will).
 
 import (
 	"context"
@@ -102,6 +105,19 @@ func (s *Service) ApplyProcessorEvent(ctx context.Context, ev ProcessorEvent) (*
 			return err
 		}
 		sub, err := tx.GetSubscription(subID)
+		if errors.Is(err, ErrNotFound) && op == "subscribe" && ev.Kind != EventChargeSucceeded {
+			// The subscribe may still be running (its intent open): the
+			// failure must not be lost before the subscription exists.
+			open, err := tx.ListOpenChargeIntents(s.clock())
+			if err != nil {
+				return err
+			}
+			for _, in := range open {
+				if in.IdempotencyKey == ev.IdempotencyKey {
+					return &Error{Status: 503, Message: "the purchase this charge paid for is still being recorded; deliver the event again later"}
+				}
+			}
+		}
 		if errors.Is(err, ErrNotFound) {
 			return nil // a subscribe that created nothing: settlement's (see above)
 		}

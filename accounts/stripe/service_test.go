@@ -462,3 +462,51 @@ func TestCrashBetweenChargeAndRecordIsRefunded(t *testing.T) {
 		t.Errorf("%d refunds, want 1", len(refunds))
 	}
 }
+
+// TestWebhookFailureBeforeTheSubscriptionIsRecorded: the failure of a
+// subscribe's payment arrives while that subscribe is still running (its
+// charge intent open, no subscription yet): 503, nothing recorded, and the
+// redelivery after the subscription exists makes it past due.
+func TestWebhookFailureBeforeTheSubscriptionIsRecorded(t *testing.T) {
+	s := newSite(t)
+	s.saveCard("pm_card_visa")
+	var pm string
+	s.store.View(t.Context(), func(tx accounts.Tx) error {
+		u, err := tx.GetUser(s.user)
+		pm = u.PaymentMethod.ID
+		return err
+	})
+	err := s.store.Update(t.Context(), func(tx accounts.Tx) error {
+		return tx.CreateChargeIntent(&accounts.ChargeIntent{ID: "intent-x", UserID: s.user, SubscriptionID: "sub-x",
+			Kind: accounts.IntentSubscribe, Amount: "40.85", IdempotencyKey: "subscribe:sub-x",
+			Status: accounts.IntentPending, CreatedAt: s.now, UpdatedAt: s.now})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := s.proc.Charge(t.Context(), accounts.ChargeRequest{UserID: s.user, MethodID: pm, Amount: "40.85", IdempotencyKey: "subscribe:sub-x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.fake.setPIStatus(ref, "requires_payment_method")
+	obj := map[string]any{"id": ref, "object": "payment_intent"}
+	if code, _ := s.deliver("evt_early", "payment_intent.payment_failed", obj, testWebhookSecret, time.Now()); code != 503 {
+		t.Fatalf("failure while the subscribe runs: %d, want 503", code)
+	}
+	// The intent closes without a subscription (the subscribe failed): the
+	// redelivery is recorded with no effect.
+	err = s.store.Update(t.Context(), func(tx accounts.Tx) error {
+		in, err := tx.GetChargeIntent("intent-x")
+		if err != nil {
+			return err
+		}
+		in.Status = accounts.IntentVoid
+		return tx.UpdateChargeIntent(in)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, res := s.deliver("evt_early", "payment_intent.payment_failed", obj, testWebhookSecret, time.Now()); code != 200 || res.Duplicate || res.Effect != "" {
+		t.Fatalf("redelivery after the intent closed: %d %+v", code, res)
+	}
+}
