@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -41,6 +42,7 @@ const (
 type keyGuard struct {
 	filter   *admission.KeyFilter // nil when the store cannot list hashes (unit tests)
 	throttle *admission.FailureThrottle
+	echoes   echoes
 	stop     chan struct{}
 	done     chan struct{}
 }
@@ -118,14 +120,85 @@ func (kg *keyGuard) close() {
 // notification to this node too, a moment later; the second invalidation
 // costs one more read of the user's hashes.) Other nodes learn of it
 // through the store's notifications.
+//
+// It then waits (up to echoWait) until this node hears its own invalidation
+// back from the store: PostgreSQL delivers a notification to every listening
+// node at the same moment, so by the time the creator reads the answer, the
+// other nodes have heard of the key too and their filters wait for its read
+// rather than refuse it. With the embedded store the echo is immediate.
 type announcingStore struct {
 	accounts.Store
-	local func(userID string)
+	local  func(userID string)
+	echoes *echoes
 }
+
+// echoWait bounds how long a change through the account API waits for its
+// invalidation to come back (a listener that is down loses it).
+const echoWait = 2 * time.Second
 
 func (s announcingStore) PublishInvalidation(ctx context.Context, userID string) error {
 	s.local(userID)
-	return s.Store.PublishInvalidation(ctx, userID)
+	heard, cancel := s.echoes.expect(userID)
+	defer cancel()
+	if err := s.Store.PublishInvalidation(ctx, userID); err != nil {
+		return err
+	}
+	t := time.NewTimer(echoWait)
+	defer t.Stop()
+	select {
+	case <-heard:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// echoes are the invalidations this node's account service waits to hear
+// back from the store.
+type echoes struct {
+	mu      sync.Mutex
+	waiting map[string][]chan struct{}
+}
+
+// expect registers a wait for userID's next invalidation.
+func (e *echoes) expect(userID string) (<-chan struct{}, func()) {
+	ch := make(chan struct{})
+	e.mu.Lock()
+	if e.waiting == nil {
+		e.waiting = make(map[string][]chan struct{})
+	}
+	e.waiting[userID] = append(e.waiting[userID], ch)
+	e.mu.Unlock()
+	return ch, func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		list := e.waiting[userID]
+		for i, c := range list {
+			if c == ch {
+				list = append(list[:i:i], list[i+1:]...)
+				break
+			}
+		}
+		if len(list) == 0 {
+			delete(e.waiting, userID)
+		} else {
+			e.waiting[userID] = list
+		}
+	}
+}
+
+// heard wakes the waits for userID (every wait for accounts.InvalidateAll).
+func (e *echoes) heard(userID string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for u, list := range e.waiting {
+		if userID == accounts.InvalidateAll || u == userID {
+			for _, c := range list {
+				close(c)
+			}
+			delete(e.waiting, u)
+		}
+	}
 }
 
 // keyFailuresArg parses the argument of key_failures_per_minute: a count,

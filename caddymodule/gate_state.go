@@ -81,7 +81,7 @@ func newGateState(store gateStore, logger *zap.Logger) (*gateState, error) {
 	// a user's keys takes effect on the next request here and, through the
 	// store's notifications, on the other nodes. The account service of this
 	// node also tells this state directly (announcing), before it answers.
-	s.stopInvalidation = store.OnInvalidation(s.invalidate)
+	s.stopInvalidation = store.OnInvalidation(s.heard)
 	go s.sweep()
 	return s, nil
 }
@@ -94,10 +94,19 @@ func (s *gateState) invalidate(userID string) {
 	s.guard.invalidate(userID)
 }
 
+// heard is the invalidation callback: invalidate, and wake the account
+// service of this node if it waits for this echo of its own invalidation.
+func (s *gateState) heard(userID string) {
+	s.invalidate(userID)
+	s.guard.echoes.heard(userID)
+}
+
 // announcing wraps the store the account service writes through, so that
-// its invalidations reach this state before PublishInvalidation returns.
+// its invalidations reach this state before PublishInvalidation returns,
+// and it returns once the store has delivered them back (see
+// announcingStore).
 func (s *gateState) announcing(st accounts.Store) accounts.Store {
-	return announcingStore{Store: st, local: s.invalidate}
+	return announcingStore{Store: st, local: s.invalidate, echoes: &s.guard.echoes}
 }
 
 // sweep forgets lane groups of keys that have gone quiet.
