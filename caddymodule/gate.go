@@ -170,6 +170,8 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	case errors.Is(err, errBodyTooLarge):
 		return g.reject(w, format, rejectBodyTooLarge, http.StatusRequestEntityTooLarge, "request_too_large",
 			"request body is larger than "+humanize.IBytes(uint64(g.maxBody))+"; send a smaller request", 0, ent)
+	case errors.Is(err, errBodyEncoded):
+		return g.reject(w, format, rejectBadRequest, http.StatusUnsupportedMediaType, "", errBodyEncoded.Error(), 0, ent)
 	case err != nil && ctx.Err() != nil:
 		return g.clientGone(w, ent)
 	case err != nil:

@@ -23,9 +23,16 @@ import (
 
 var errBodyTooLarge = errors.New("request body too large")
 
+// errBodyEncoded refuses a compressed body: the gate and the translator read
+// the JSON, and a model server would get bytes nobody checked.
+var errBodyEncoded = errors.New("a request body with a Content-Encoding is not accepted; send the JSON uncompressed")
+
 // readBody reads the whole request body, refusing more than limit bytes.
 // With a Content-Length it reads into one buffer of that size.
 func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return nil, errBodyEncoded
+	}
 	if r.ContentLength > limit {
 		return nil, errBodyTooLarge
 	}

@@ -558,14 +558,17 @@ func TestGateBadBodies(t *testing.T) {
 		status     int
 		kind, msg  string
 		chunked    bool
+		encoding   string
 	}{
-		{"too large", big, 413, "request_too_large", "larger than 1.0 KiB", false},
-		{"too large, no length", big, 413, "request_too_large", "larger than", true},
-		{"not JSON", `{"model":`, 400, "invalid_request_error", "not valid JSON", false},
-		{"not an object", `[1,2]`, 400, "invalid_request_error", "JSON object", false},
-		{"no model", `{"messages":[]}`, 400, "invalid_request_error", "model is required", false},
-		{"model not a string", `{"model":7}`, 400, "invalid_request_error", "model must be", false},
-		{"empty", ``, 400, "invalid_request_error", "empty", false},
+		{"too large", big, 413, "request_too_large", "larger than 1.0 KiB", false, ""},
+		{"too large, no length", big, 413, "request_too_large", "larger than", true, ""},
+		{"not JSON", `{"model":`, 400, "invalid_request_error", "not valid JSON", false, ""},
+		{"not an object", `[1,2]`, 400, "invalid_request_error", "JSON object", false, ""},
+		{"no model", `{"messages":[]}`, 400, "invalid_request_error", "model is required", false, ""},
+		{"model not a string", `{"model":7}`, 400, "invalid_request_error", "model must be", false, ""},
+		{"empty", ``, 400, "invalid_request_error", "empty", false, ""},
+		// Bytes the gate cannot read must not reach the model server unread.
+		{"compressed", `{"model":"qwen3-32b"}`, 415, "invalid_request_error", "send the JSON uncompressed", false, "gzip"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -574,6 +577,9 @@ func TestGateBadBodies(t *testing.T) {
 				if tc.chunked {
 					r.ContentLength = -1
 					r.Body = io.NopCloser(strings.NewReader(tc.body))
+				}
+				if tc.encoding != "" {
+					r.Header.Set("Content-Encoding", tc.encoding)
 				}
 				res := f.doRequest(t, r, nil)
 				if res.status != tc.status {

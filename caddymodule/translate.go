@@ -149,6 +149,8 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	case errors.Is(err, errBodyTooLarge) || errors.As(err, &tooLarge):
 		return translate.WriteError(w, client, http.StatusRequestEntityTooLarge, translate.RequestTooLarge,
 			"request body is larger than "+strconv.FormatInt(t.maxBody, 10)+" bytes")
+	case errors.Is(err, errBodyEncoded):
+		return translate.WriteError(w, client, http.StatusUnsupportedMediaType, translate.InvalidRequest, err.Error())
 	case err != nil:
 		return caddyhttp.Error(http.StatusBadRequest, fmt.Errorf("reading request body: %w", err))
 	}

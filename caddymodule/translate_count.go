@@ -52,6 +52,11 @@ func (t *Translate) serveCountTokens(w http.ResponseWriter, r *http.Request, nex
 	if t.cfg.Upstream != translate.Messages {
 		return writeCount(w, body)
 	}
+	// A messages upstream counts, but only what the messages endpoint
+	// itself would take.
+	if terr := translate.ValidateCountTokens(body); terr != nil {
+		return terr.Write(w, translate.Messages)
+	}
 
 	if !fromGate {
 		setBody(r, body)

@@ -155,3 +155,32 @@ func TestTranslateCountTokensMessagesUpstream(t *testing.T) {
 		t.Fatal("the upstream's failure was swallowed")
 	}
 }
+
+// What the messages endpoint refuses, counting refuses too, whichever
+// upstream would count: the validator runs before the estimate and before
+// a messages upstream is asked.
+func TestTranslateCountTokensValidates(t *testing.T) {
+	bodies := map[string]string{
+		"server tool": `{"model":"qwen3-32b","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"web_search_20250305","name":"web_search"}]}`,
+		"role":        `{"model":"qwen3-32b","messages":[{"role":"evil","content":"hi"}]}`,
+		"messages":    `{"model":"qwen3-32b","messages":[1,2,3]}`,
+		"tools":       `{"model":"qwen3-32b","messages":[{"role":"user","content":"hi"}],"tools":"x"}`,
+	}
+	for _, upstream := range []string{"chat", "messages"} {
+		tr := newTranslate(t, "timeblock_translate "+upstream)
+		for name, body := range bodies {
+			t.Run(upstream+"/"+name, func(t *testing.T) {
+				w := httptest.NewRecorder()
+				if err := tr.ServeHTTP(w, countRequest(body), unreachable(t)); err != nil {
+					t.Fatal(err)
+				}
+				if w.Code != http.StatusBadRequest {
+					t.Fatalf("status %d, body %s: want 400", w.Code, w.Body)
+				}
+				if typ := gjson.Get(w.Body.String(), "error.type").String(); typ != "invalid_request_error" {
+					t.Fatalf("error type %q in %s", typ, w.Body)
+				}
+			})
+		}
+	}
+}

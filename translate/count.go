@@ -39,14 +39,33 @@ const (
 // and tools. The body must be a JSON object with a messages array; anything
 // else is a 400 in the messages format's words.
 func CountTokens(body []byte) (int64, *Error) {
+	if err := ValidateCountTokens(body); err != nil {
+		return 0, err
+	}
+	return estimateMessages(trimJSON(b2s(body))), nil
+}
+
+// ValidateCountTokens checks a count_tokens body as the messages endpoint
+// checks a request (validate.go): what /v1/messages refuses is refused here
+// too, whether the count is estimated or asked of a messages upstream.
+func ValidateCountTokens(body []byte) *Error {
 	s := trimJSON(b2s(body))
 	if !isObj(s) {
-		return 0, badRequest("request body must be a JSON object")
+		return badRequest("request body must be a JSON object")
 	}
 	if !isArr(field(s, "messages")) {
-		return 0, badRequest("messages: field required, an array of message objects")
+		return badRequest("messages: field required, an array of message objects")
 	}
-	return estimateMessages(s), nil
+	it, _ := objIter(s)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			return nil
+		}
+		if err := validateMember(Messages, k, v); err != nil {
+			return err
+		}
+	}
 }
 
 // estimateMessages is CountTokens for a body known to be a JSON object.
