@@ -213,7 +213,7 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		// cannot be reached: admitting on a lane this node does not hold could
 		// exceed what the key was sold.
 		g.logger.Error("taking a lane from the cluster", zap.Error(err))
-		return g.reject(w, format, rejectKeyCheckFailed, http.StatusServiceUnavailable, "",
+		return g.reject(w, format, rejectClusterDown, http.StatusServiceUnavailable, "",
 			"the lanes of this key could not be checked right now; retry in a moment", 1, ent)
 	case err != nil:
 		return g.clientGone(w, ent)

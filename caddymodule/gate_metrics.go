@@ -26,6 +26,7 @@ const (
 	rejectUnknownEndpoint  // a path the gate does not serve (404)
 	rejectMethodNotAllowed // a served path with the wrong method (405)
 	rejectThrottled        // too many failed key checks from the address (429)
+	rejectClusterDown      // a lane must come from a cluster this node cannot reach (503)
 	numRejectReasons
 )
 
@@ -45,6 +46,7 @@ var rejectReasonNames = [numRejectReasons]string{
 	rejectUnknownEndpoint:  "unknown_endpoint",
 	rejectMethodNotAllowed: "method_not_allowed",
 	rejectThrottled:        "throttled",
+	rejectClusterDown:      "cluster_unavailable",
 }
 
 func (r rejectReason) String() string { return rejectReasonNames[r] }
