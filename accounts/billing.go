@@ -28,6 +28,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +37,28 @@ import (
 
 // ErrDeclined is what Processor.Charge returns when the card was declined.
 var ErrDeclined = errors.New("card declined")
+
+// ActionRequiredError is what Processor.Charge returns for an on-session
+// subscribe charge that waits for the customer to authenticate it (SCA /
+// 3-D Secure, Stripe's requires_action): nothing is taken yet, and the page
+// finishes the payment with the client secret (Stripe.js
+// confirmCardPayment). It is not a decline: errors.Is(err, ErrDeclined) is
+// false. Processors return it only for "subscribe:" idempotency keys.
+type ActionRequiredError struct {
+	Ref          string // the processor's reference of the waiting payment
+	ClientSecret string // what the page confirms the payment with
+}
+
+func (e *ActionRequiredError) Error() string {
+	return "the payment " + e.Ref + " waits for the customer to authenticate it"
+}
+
+// States of a payment that waited for the customer (Processor.PaymentStatus).
+const (
+	PaymentSucceeded = "succeeded" // the money is taken (or being taken)
+	PaymentWaiting   = "waiting"   // still waits for the customer
+	PaymentFailed    = "failed"    // canceled, or the authentication failed: nothing taken
+)
 
 // ChargeRequest asks a processor to charge a user's saved payment method.
 type ChargeRequest struct {
@@ -67,6 +90,15 @@ type Processor interface {
 	// recorded (intents.go). A declined attempt is not found. An error means
 	// the processor could not be asked.
 	FindCharge(ctx context.Context, idempotencyKey string) (ref string, found bool, err error)
+	// PaymentStatus reports the state of a payment that waited for the
+	// customer (an *ActionRequiredError's Ref): PaymentSucceeded,
+	// PaymentWaiting or PaymentFailed.
+	PaymentStatus(ctx context.Context, ref string) (string, error)
+	// CancelPayment cancels a payment that waits for the customer and
+	// returns its state afterwards: PaymentFailed once canceled, or
+	// PaymentSucceeded when the customer completed it first (then nothing
+	// is canceled). Canceling a canceled payment is not an error.
+	CancelPayment(ctx context.Context, ref, idempotencyKey string) (string, error)
 }
 
 // Test payment methods of the built-in processor (the usual test names).
@@ -74,12 +106,19 @@ const (
 	TestCardVisa       = "pm_card_visa"
 	TestCardMastercard = "pm_card_mastercard"
 	TestCardDeclined   = "pm_card_chargeCustomerFail"
+	// TestCardAuthentication is a card whose bank asks for 3-D Secure on
+	// every on-session payment (Stripe's name for the same test card): a
+	// subscribe waits for the customer (*ActionRequiredError), which a
+	// test completes with TestProcessor.Authenticate; any other charge on
+	// it is declined.
+	TestCardAuthentication = "pm_card_authenticationRequired"
 )
 
 var testCards = map[string]PaymentMethod{
-	TestCardVisa:       {ID: TestCardVisa, Brand: "visa", Last4: "4242"},
-	TestCardMastercard: {ID: TestCardMastercard, Brand: "mastercard", Last4: "4444"},
-	TestCardDeclined:   {ID: TestCardDeclined, Brand: "visa", Last4: "0341"},
+	TestCardVisa:           {ID: TestCardVisa, Brand: "visa", Last4: "4242"},
+	TestCardMastercard:     {ID: TestCardMastercard, Brand: "mastercard", Last4: "4444"},
+	TestCardDeclined:       {ID: TestCardDeclined, Brand: "visa", Last4: "0341"},
+	TestCardAuthentication: {ID: TestCardAuthentication, Brand: "visa", Last4: "3184"},
 }
 
 // TestProcessor is the built-in processor: no money moves. Visa and
@@ -101,6 +140,16 @@ type TestProcessor struct {
 	byKey  map[string]*TestCharge // in memory: by idempotency key
 	ledger []*TestCharge          // in memory: oldest first
 	calls  int
+	// waiting holds the payments on TestCardAuthentication that wait for
+	// the customer, by reference (in memory even with a store: a restart
+	// forgets them, and they count as failed).
+	waiting map[string]*testWaiting
+}
+
+// testWaiting is a payment of the test processor waiting for the customer.
+type testWaiting struct {
+	charge *TestCharge // recorded in the ledger once authenticated
+	state  string      // PaymentWaiting, PaymentSucceeded or PaymentFailed
 }
 
 // NewTestProcessor returns an empty test processor whose ledger lives in memory.
@@ -120,8 +169,8 @@ func (p *TestProcessor) Name() string { return "test" }
 func (p *TestProcessor) SaveMethod(_ context.Context, _ string, method string) (PaymentMethod, error) {
 	pm, ok := testCards[method]
 	if !ok {
-		return PaymentMethod{}, Invalid("unknown payment method %q: the test processor accepts %s, %s (charges succeed) and %s (saved, every charge declined)",
-			method, TestCardVisa, TestCardMastercard, TestCardDeclined)
+		return PaymentMethod{}, Invalid("unknown payment method %q: the test processor accepts %s, %s (charges succeed), %s (saved, every charge declined) and %s (a subscribe waits for 3-D Secure)",
+			method, TestCardVisa, TestCardMastercard, TestCardDeclined, TestCardAuthentication)
 	}
 	return pm, nil
 }
@@ -143,6 +192,10 @@ func (p *TestProcessor) Charge(ctx context.Context, req ChargeRequest) (string, 
 		Declined:  req.MethodID != TestCardVisa && req.MethodID != TestCardMastercard,
 		CreatedAt: time.Now().UTC().Truncate(time.Microsecond),
 	}
+	if req.MethodID == TestCardAuthentication && strings.HasPrefix(key, "subscribe:") {
+		c.Declined = false
+		return p.waitForCustomer(ctx, c)
+	}
 	got, err := p.record(ctx, c)
 	if err != nil {
 		return "", fmt.Errorf("test processor: %w", err)
@@ -151,6 +204,98 @@ func (p *TestProcessor) Charge(ctx context.Context, req ChargeRequest) (string, 
 		return "", fmt.Errorf("test processor: %s: %w", got.MethodID, ErrDeclined)
 	}
 	return got.Ref, nil
+}
+
+// waitForCustomer answers a subscribe on TestCardAuthentication: the first
+// call makes a waiting payment, a repeat gets the same one (or its charge
+// once authenticated).
+func (p *TestProcessor) waitForCustomer(ctx context.Context, c *TestCharge) (string, error) {
+	if ref, found, err := p.FindCharge(ctx, c.IdempotencyKey); err != nil || found {
+		return ref, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.waiting == nil {
+		p.waiting = make(map[string]*testWaiting)
+	}
+	if _, ok := p.waiting[c.Ref]; !ok {
+		p.waiting[c.Ref] = &testWaiting{charge: c, state: PaymentWaiting}
+	}
+	return "", &ActionRequiredError{Ref: c.Ref, ClientSecret: c.Ref + "_secret_test"}
+}
+
+// Authenticate completes a waiting payment as the customer's 3-D Secure
+// would: the charge is made (recorded in the ledger). It fails for an
+// unknown or canceled payment.
+func (p *TestProcessor) Authenticate(ctx context.Context, ref string) error {
+	p.mu.Lock()
+	w, ok := p.waiting[ref]
+	if !ok || w.state == PaymentFailed {
+		p.mu.Unlock()
+		return fmt.Errorf("test processor: no payment %s waits for authentication", ref)
+	}
+	w.state = PaymentSucceeded
+	c := *w.charge
+	p.mu.Unlock()
+	if _, err := p.record(ctx, &c); err != nil {
+		return fmt.Errorf("test processor: %w", err)
+	}
+	return nil
+}
+
+// PaymentStatus reports a waiting payment's state; a charge of the ledger
+// has succeeded, anything else is failed.
+func (p *TestProcessor) PaymentStatus(ctx context.Context, ref string) (string, error) {
+	p.mu.Lock()
+	w, ok := p.waiting[ref]
+	state := ""
+	if ok {
+		state = w.state
+	}
+	p.mu.Unlock()
+	if state == PaymentWaiting || state == PaymentFailed {
+		return state, nil
+	}
+	return p.ledgerState(ctx, ref)
+}
+
+// CancelPayment cancels a waiting payment unless it was authenticated.
+func (p *TestProcessor) CancelPayment(ctx context.Context, ref, _ string) (string, error) {
+	p.mu.Lock()
+	w, ok := p.waiting[ref]
+	if ok && w.state == PaymentWaiting {
+		w.state = PaymentFailed
+	}
+	p.mu.Unlock()
+	return p.PaymentStatus(ctx, ref)
+}
+
+// ledgerState is PaymentSucceeded for a successful charge of the ledger,
+// PaymentFailed otherwise.
+func (p *TestProcessor) ledgerState(ctx context.Context, ref string) (string, error) {
+	if p.store == nil {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, c := range p.ledger {
+			if c.Ref == ref && !c.Declined {
+				return PaymentSucceeded, nil
+			}
+		}
+		return PaymentFailed, nil
+	}
+	var c *TestCharge
+	err := p.store.View(ctx, func(tx Tx) error {
+		var err error
+		c, err = tx.GetTestChargeByRef(ref)
+		return err
+	})
+	if errors.Is(err, ErrNotFound) || err == nil && c.Declined {
+		return PaymentFailed, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("test processor: %w", err)
+	}
+	return PaymentSucceeded, nil
 }
 
 // record stores c unless its idempotency key is known, and returns what is

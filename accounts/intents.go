@@ -18,7 +18,9 @@ package accounts
 //
 //  1. claims it in a transaction (pending → settling, updated now), so no two
 //     nodes settle one intent at once; a subscribe intent whose subscription
-//     exists is marked done right there;
+//     exists is marked done right there, unless the subscription is
+//     incomplete (its payment waits for the customer): that one is left
+//     pending for incomplete.go, which ends it;
 //  2. asks the processor whether the idempotency key was charged
 //     (Processor.FindCharge). Unreachable: the intent stays settling and is
 //     taken again after settleGrace;
@@ -269,7 +271,10 @@ func (s *Service) settleIntent(ctx context.Context, id string, grace time.Durati
 		}
 		in = cur
 		if cur.Kind == IntentSubscribe {
-			if _, err := tx.GetSubscription(cur.SubscriptionID); err == nil {
+			if sub, err := tx.GetSubscription(cur.SubscriptionID); err == nil && sub.Status == SubIncomplete {
+				in = nil
+				return nil // its payment waits for the customer: incomplete.go ends it
+			} else if err == nil {
 				cur.Status, cur.UpdatedAt, outcome = IntentDone, now, IntentDone
 				return tx.UpdateChargeIntent(cur)
 			} else if !errors.Is(err, ErrNotFound) {

@@ -3,7 +3,8 @@ package accounts
 // The subscription lifecycle: at each period end a live subscription renews
 // (charge) or, when its cancellation is scheduled, ends (key revoked, seats
 // freed); a failed renewal makes it past_due (key suspended); past_due for
-// longer than the grace period ends it.
+// longer than the grace period ends it. Each pass also ends the incomplete
+// subscriptions whose hold ran out (incomplete.go).
 //
 // Exactly once with several nodes. Every node runs the worker on the same
 // store. A renewal is claimed before the processor is called, by creating
@@ -39,11 +40,15 @@ type LifecycleReport struct {
 	Expired  int // past_due beyond the grace period: canceled
 	Skipped  int // due but handled by another node, or waiting (past_due in grace)
 	Failed   int // errors (logged; retried on the next pass)
+	// Incomplete counts incomplete subscriptions whose hold ran out: their
+	// payment canceled and they canceled, or activated when it was paid
+	// meanwhile (incomplete.go).
+	Incomplete int
 }
 
 // Acted reports whether the pass changed anything.
 func (r LifecycleReport) Acted() bool {
-	return r.Renewed+r.PastDue+r.Canceled+r.Expired+r.Failed > 0
+	return r.Renewed+r.PastDue+r.Canceled+r.Expired+r.Failed+r.Incomplete > 0
 }
 
 // RunLifecycle makes one pass over the subscriptions that are due. It is
@@ -87,6 +92,15 @@ func (s *Service) RunLifecycle(ctx context.Context) (LifecycleReport, error) {
 			rep.Expired++
 		default:
 			rep.Skipped++
+		}
+	}
+	if ctx.Err() == nil {
+		n, err := s.ExpireIncomplete(ctx)
+		rep.Incomplete = n
+		if err != nil {
+			rep.Failed++
+			errs = append(errs, err)
+			s.logger.Error("lifecycle: incomplete subscriptions", zap.Error(err))
 		}
 	}
 	return rep, errors.Join(errs...)

@@ -96,6 +96,11 @@ const (
 	SubPendingKey = "pending_key"
 	SubPastDue    = "past_due"
 	SubCanceled   = "canceled"
+	// SubIncomplete is a subscribe whose payment waits for the customer to
+	// authenticate it (3-D Secure): it holds its seats for IncompleteHold,
+	// has no key and admits nothing; paid, it becomes active (pending_key
+	// on manual pools); otherwise canceled (subscribe.go).
+	SubIncomplete = "incomplete"
 )
 
 // Billing cycles.

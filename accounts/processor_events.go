@@ -20,6 +20,13 @@ package accounts
 //     subscription is active again, as a successful retry makes it; a
 //     dispute won does the same when the disputed charge is the outstanding
 //     one;
+//   - a subscribe's payment that waited for the customer (an incomplete
+//     subscription, incomplete.go): succeeded → the subscription is active
+//     (pending_key on manual pools) and the charge recorded; failed or
+//     canceled → canceled, seats released. A success for such a subscription
+//     that already ended canceled without a charge is refunded before the
+//     event is recorded (an error leaves the event unrecorded, so the
+//     processor delivers it again);
 //   - a charge for a subscribe whose subscription does not exist is left to
 //     the settlement of charge intents (intents.go), which refunds it once
 //     the subscribe that made it is surely over; a failure, refund or
@@ -91,6 +98,11 @@ func (s *Service) ApplyProcessorEvent(ctx context.Context, ev ProcessorEvent) (*
 	default:
 		subID = ""
 	}
+	if op == "subscribe" && ev.Kind == EventChargeSucceeded && ev.Ref != "" {
+		if err := s.refundUnrecordedSubscribe(ctx, ev, subID); err != nil {
+			return nil, fmt.Errorf("processor event %s: %w", ev.ID, err)
+		}
+	}
 	var res ProcessorEventResult
 	var userID string
 	err := s.store.Update(ctx, func(tx Tx) error {
@@ -124,11 +136,29 @@ func (s *Service) ApplyProcessorEvent(ctx context.Context, ev ProcessorEvent) (*
 		if err != nil {
 			return err
 		}
+		now := s.clock()
+		if sub.Status == SubIncomplete && op == "subscribe" {
+			// Its payment waited for the customer (incomplete.go).
+			state := ""
+			switch ev.Kind {
+			case EventChargeSucceeded:
+				state = PaymentSucceeded
+			case EventChargeFailed:
+				state = PaymentFailed
+			}
+			if state == "" {
+				return nil
+			}
+			res.Effect, err = settleIncompleteTx(tx, sub, state, ev.Ref, now)
+			if res.Effect != "" {
+				userID = sub.UserID
+			}
+			return err
+		}
 		charges, err := tx.ListCharges(sub.ID)
 		if err != nil {
 			return err
 		}
-		now := s.clock()
 		switch ev.Kind {
 		case EventChargeFailed, EventChargeRefunded, EventChargeDisputed:
 			if sub.Status != SubActive {
@@ -203,4 +233,41 @@ func paysCharge(op, rest string, c *Charge) bool {
 		return chargeID == c.ID
 	}
 	return false
+}
+
+// refundUnrecordedSubscribe refunds a subscribe's payment that succeeded
+// although its subscription ended canceled with no charge recorded for it
+// (an incomplete subscription canceled before its payment went through).
+func (s *Service) refundUnrecordedSubscribe(ctx context.Context, ev ProcessorEvent, subID string) error {
+	refund := false
+	err := s.store.View(ctx, func(tx Tx) error {
+		refund = false
+		sub, err := tx.GetSubscription(subID)
+		if errors.Is(err, ErrNotFound) {
+			return nil // settlement's (intents.go)
+		}
+		if err != nil || sub.Status != SubCanceled {
+			return err
+		}
+		charges, err := tx.ListCharges(subID)
+		if err != nil {
+			return err
+		}
+		for _, c := range charges {
+			if c.ProcessorRef == ev.Ref {
+				return nil
+			}
+		}
+		refund = true
+		return nil
+	})
+	if err != nil || !refund {
+		return err
+	}
+	if err := s.processor.Refund(ctx, ev.Ref, refundIdempotencyKey(ev.IdempotencyKey)); err != nil {
+		return err
+	}
+	s.logger.Warn("charge refunded", zap.String("charge_ref", ev.Ref), zap.String("subscription_id", subID),
+		zap.String("reason", "paid after its incomplete subscription was canceled"))
+	return nil
 }

@@ -175,7 +175,9 @@ func checkSubscribable(p *Pool) error {
 
 // Subscribe buys seats on a pool for the user and charges the first period
 // at once. A decline is a 402 with nothing created; the new subscription is
-// active (pending_key on manual-provisioning pools) and has no key yet.
+// active (pending_key on manual-provisioning pools) and has no key yet. A
+// payment that waits for the customer's authentication is a 402 with an
+// incomplete subscription holding the seats (incomplete.go).
 func (s *Service) Subscribe(ctx context.Context, userID, poolIDOrSlug string, req SubscribeRequest) (*SubscribeResult, error) {
 	// 1. Everything that can be checked before money moves.
 	var (
@@ -236,7 +238,7 @@ func (s *Service) Subscribe(ctx context.Context, userID, poolIDOrSlug string, re
 	// 2. The charge intent, committed before money moves (intents.go), then
 	// the charge, outside any transaction.
 	subID := newSubscriptionID(ctx) // the Idempotency-Key's, or a new one
-	idem := "subscribe:" + subID
+	idem := subscribeIdempotencyKey(subID)
 	intent := &ChargeIntent{UserID: userID, SubscriptionID: subID, Kind: IntentSubscribe, Amount: amount, IdempotencyKey: idem}
 	if err := s.writeIntent(ctx, intent); err != nil {
 		return nil, passClientError("subscribe", err)
@@ -248,6 +250,10 @@ func (s *Service) Subscribe(ctx context.Context, userID, poolIDOrSlug string, re
 		IdempotencyKey: idem,
 		Description:    fmt.Sprintf("Timeblock %s: %s x%d, first %s", pool.Slug, blockList(order.blocks), order.quantity, order.cycle),
 	})
+	if action, ok := errors.AsType[*ActionRequiredError](err); ok {
+		// The payment waits for the customer (3-D Secure): incomplete.go.
+		return nil, s.holdIncomplete(ctx, subID, userID, pool, intent, order, amount, action)
+	}
 	if errors.Is(err, ErrDeclined) {
 		s.finishIntent(ctx, intent.ID, IntentVoid, "")
 		why := ""

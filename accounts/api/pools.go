@@ -47,6 +47,18 @@ func (h *Handler) subscribe(w http.ResponseWriter, r *http.Request, p *accounts.
 	return nil
 }
 
+// POST /api/subscriptions/{id}/confirm → finishes an incomplete subscription
+// once the customer authenticated its payment (200 with the subscription;
+// 402 while it still waits or when the payment failed).
+func (h *Handler) confirmSubscription(w http.ResponseWriter, r *http.Request, p *accounts.Principal) error {
+	res, err := h.svc.ConfirmSubscription(r.Context(), p.UserID, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeData(w, http.StatusOK, res)
+	return nil
+}
+
 // GET /api/pools/{id}/my-subscriptions → the user's subscriptions on the pool.
 func (h *Handler) mySubscriptions(w http.ResponseWriter, r *http.Request, p *accounts.Principal) error {
 	subs, err := h.svc.MySubscriptions(r.Context(), p.UserID, r.PathValue("id"))

@@ -79,6 +79,7 @@ func New(svc *accounts.Service, opts Options) *Handler {
 	h.route("GET /api/pools/{id}/my-subscriptions", h.mySubscriptions)
 	h.route("GET /api/pools/{id}/my-keys", h.myKeys)
 	h.route("DELETE /api/pools/{id}/pledge", h.cancelPledge)
+	h.route("POST /api/subscriptions/{id}/confirm", h.confirmSubscription)
 
 	// Billing (billing.go).
 	h.route("POST /api/billing/setup-intent", h.setupIntent)

@@ -249,6 +249,9 @@ func (f *fakeStripe) route(method, path string, form map[string]string) (int, an
 		if !ok {
 			return 404, errBody("invalid_request_error", "resource_missing", "", "No such payment_intent")
 		}
+		if pi.Status == "succeeded" || pi.Status == "processing" {
+			return 400, errBody("invalid_request_error", "payment_intent_unexpected_state", "", "You cannot cancel this PaymentIntent because it has a status of "+pi.Status+".")
+		}
 		pi.Status = "canceled"
 		return 200, f.piJSON(pi)
 	case method == "POST" && path == "/v1/refunds":

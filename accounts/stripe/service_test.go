@@ -191,11 +191,6 @@ func TestDeclineSaysStripesReasonAndCreatesNothing(t *testing.T) {
 	if code != 402 || !strings.Contains(msg, "insufficient funds") || !strings.Contains(msg, "nothing was created") {
 		t.Fatalf("decline = %d %q, want 402 with Stripe's reason and that nothing was created", code, msg)
 	}
-	s.saveCard("pm_card_authenticationRequired")
-	code = s.call("POST", "/api/pools/llama/subscribe", map[string]any{"blocks": []string{"asia"}}, nil, &msg)
-	if code != 402 || !strings.Contains(msg, "3-D Secure") || !strings.Contains(msg, "nothing was created") {
-		t.Fatalf("authentication required = %d %q, want a 402 that says so", code, msg)
-	}
 	var subs []subView
 	s.call("GET", "/api/pools/llama/my-subscriptions", nil, nil, &subs)
 	if len(subs) != 0 {
@@ -205,6 +200,123 @@ func TestDeclineSaysStripesReasonAndCreatesNothing(t *testing.T) {
 		if pi.Status == "succeeded" || pi.Status == "requires_action" {
 			t.Errorf("payment intent %s is %s after a decline", pi.ID, pi.Status)
 		}
+	}
+}
+
+// incompleteView is the data of the 402 of a subscribe waiting for 3-D Secure.
+type incompleteView struct {
+	SubscriptionID string    `json:"subscriptionId"`
+	Status         string    `json:"status"`
+	ClientSecret   string    `json:"clientSecret"`
+	Amount         string    `json:"amount"`
+	HoldExpiresAt  time.Time `json:"holdExpiresAt"`
+}
+
+// subscribeIncomplete subscribes with the 3-D Secure card and checks the 402.
+func (s *site) subscribeIncomplete(header map[string]string) (incompleteView, *fakePI) {
+	s.t.Helper()
+	var v incompleteView
+	code := s.call("POST", "/api/pools/llama/subscribe", map[string]any{"blocks": []string{"asia"}}, header, &v)
+	if code != 402 || v.Status != accounts.SubIncomplete || v.SubscriptionID == "" || v.Amount != "40.85" {
+		s.t.Fatalf("subscribe with 3-D Secure = %d %+v, want 402 incomplete", code, v)
+	}
+	var pi *fakePI
+	for _, x := range s.fake.paymentIntents() {
+		if x.Metadata[stripe.MetaIdempotencyKey] == "subscribe:"+v.SubscriptionID {
+			pi = x
+		}
+	}
+	if pi == nil || pi.Status != "requires_action" || v.ClientSecret != pi.ID+"_secret" {
+		s.t.Fatalf("payment intent %+v, client secret %q", pi, v.ClientSecret)
+	}
+	if want := s.now.Add(accounts.IncompleteHold); !v.HoldExpiresAt.Equal(want.Truncate(time.Microsecond)) {
+		s.t.Errorf("holdExpiresAt = %v, want %v", v.HoldExpiresAt, want)
+	}
+	if st := s.status(v.SubscriptionID); st != accounts.SubIncomplete {
+		s.t.Fatalf("stored status %q", st)
+	}
+	return v, pi
+}
+
+// 3-D Secure through the API with Stripe: 402 with the client secret and an
+// incomplete subscription; the Idempotency-Key replay gives the same answer
+// without a second PaymentIntent; the webhook payment_intent.succeeded
+// activates it and a key can be made.
+func TestSubscribeWithAuthenticationActivatedByWebhook(t *testing.T) {
+	s := newSite(t)
+	s.saveCard("pm_card_authenticationRequired")
+	hdr := map[string]string{"Idempotency-Key": "sca-1"}
+	v, pi := s.subscribeIncomplete(hdr)
+	if again, _ := s.subscribeIncomplete(hdr); again.SubscriptionID != v.SubscriptionID || len(s.fake.paymentIntents()) != 1 {
+		t.Fatalf("replay = %+v, %d payment intents", again, len(s.fake.paymentIntents()))
+	}
+	var kr map[string]any
+	if code := s.call("POST", "/api/keys/subscription", map[string]any{"subscriptionId": v.SubscriptionID}, nil, &kr); code != 409 {
+		t.Fatalf("key for an incomplete subscription = %d", code)
+	}
+	s.fake.setPIStatus(pi.ID, "succeeded")
+	code, res := s.deliver("evt_sca_ok", "payment_intent.succeeded", map[string]any{"id": pi.ID, "object": "payment_intent"}, testWebhookSecret, time.Now())
+	if code != 200 || s.status(v.SubscriptionID) != accounts.SubActive {
+		t.Fatalf("webhook = %d %+v, status %s", code, res, s.status(v.SubscriptionID))
+	}
+	if code := s.call("POST", "/api/keys/subscription", map[string]any{"subscriptionId": v.SubscriptionID}, nil, &kr); code != 201 {
+		t.Fatalf("key after activation = %d", code)
+	}
+	var confirmed subView
+	if code := s.call("POST", "/api/subscriptions/"+v.SubscriptionID+"/confirm", nil, nil, &confirmed); code != 200 || confirmed.Status != accounts.SubActive {
+		t.Fatalf("confirm after the webhook = %d %+v", code, confirmed)
+	}
+	if pis := s.fake.paymentIntents(); pis[0].Refunded || pis[0].Status != "succeeded" {
+		t.Fatalf("payment intent %+v", pis[0])
+	}
+}
+
+// The page finishes with the confirm endpoint (no webhook); a failed
+// authentication reported by webhook cancels another one and frees its seat;
+// an expired one is canceled at Stripe.
+func TestSubscribeWithAuthenticationConfirmFailAndExpiry(t *testing.T) {
+	s := newSite(t)
+	s.saveCard("pm_card_authenticationRequired")
+	v, pi := s.subscribeIncomplete(nil)
+	var msg string
+	if code := s.call("POST", "/api/subscriptions/"+v.SubscriptionID+"/confirm", nil, nil, &msg); code != 402 || !strings.Contains(msg, "still waits") {
+		t.Fatalf("confirm before authentication = %d %q", code, msg)
+	}
+	if code := s.call("POST", "/api/subscriptions/not-mine/confirm", nil, nil, nil); code != 404 {
+		t.Fatalf("confirm of an unknown subscription = %d", code)
+	}
+	s.fake.setPIStatus(pi.ID, "succeeded")
+	var confirmed subView
+	if code := s.call("POST", "/api/subscriptions/"+v.SubscriptionID+"/confirm", nil, nil, &confirmed); code != 200 || confirmed.Status != accounts.SubActive || confirmed.ID != v.SubscriptionID {
+		t.Fatalf("confirm = %d %+v", code, confirmed)
+	}
+
+	// Failed: the second seat is released.
+	v2, pi2 := s.subscribeIncomplete(nil)
+	s.fake.setPIStatus(pi2.ID, "requires_payment_method")
+	code, _ := s.deliver("evt_sca_fail", "payment_intent.payment_failed", map[string]any{"id": pi2.ID, "object": "payment_intent"}, testWebhookSecret, time.Now())
+	if code != 200 || s.status(v2.SubscriptionID) != accounts.SubCanceled {
+		t.Fatalf("failed webhook = %d, status %s", code, s.status(v2.SubscriptionID))
+	}
+
+	// Expired: canceled at Stripe, canceled here, seat free for the next.
+	v3, pi3 := s.subscribeIncomplete(nil)
+	s.now = s.now.Add(accounts.IncompleteHold + time.Minute)
+	rep, err := s.svc.RunLifecycle(t.Context())
+	if err != nil || rep.Incomplete != 1 {
+		t.Fatalf("lifecycle = %+v %v", rep, err)
+	}
+	if s.status(v3.SubscriptionID) != accounts.SubCanceled {
+		t.Fatalf("expired status %s", s.status(v3.SubscriptionID))
+	}
+	for _, x := range s.fake.paymentIntents() {
+		if x.ID == pi3.ID && x.Status != "canceled" {
+			t.Fatalf("expired payment intent %s", x.Status)
+		}
+	}
+	s.saveCard("pm_card_visa")
+	if v := s.subscribe(); v.Status != accounts.SubActive {
+		t.Fatalf("the released seat: %+v", v)
 	}
 }
 

@@ -11,14 +11,18 @@
 //     webhook): the PaymentIntent id is the charge's reference;
 //   - declined: *accounts.DeclineError (errors.Is ErrDeclined) with Stripe's
 //     own message for the card holder ("Your card has insufficient funds.");
-//   - the bank asks the customer to authenticate (SCA / 3-D Secure): on
-//     session (subscribe, past-due retry) the attempt fails at once
-//     (error_on_requires_action) and is a decline that says so; off session
+//   - the bank asks the customer to authenticate (SCA / 3-D Secure): a
+//     subscribe's PaymentIntent is left in requires_action and answered
+//     *accounts.ActionRequiredError with its client secret, which the page
+//     confirms with Stripe.js (the subscription is incomplete meanwhile,
+//     accounts/incomplete.go; PaymentStatus and CancelPayment end it); a
+//     past-due retry fails at once (error_on_requires_action) and is a
+//     decline that says so; off session
 //     (renewals) Stripe answers authentication_required, also a decline, so
 //     the subscription goes past_due until the user saves a card (Stripe.js
-//     runs the authentication when the card is set up). A PaymentIntent left
-//     in requires_action anyway is canceled, so no payment can complete later
-//     without Timeblock knowing;
+//     runs the authentication when the card is set up). Other than a
+//     subscribe's, a PaymentIntent left in requires_action anyway is
+//     canceled, so no payment can complete later without Timeblock knowing;
 //   - anything else (Stripe unreachable, a bad key): a plain error, which the
 //     caller answers 502 and settles later through FindCharge.
 package stripe
@@ -276,6 +280,12 @@ func offSession(req accounts.ChargeRequest) bool {
 	return strings.HasPrefix(req.IdempotencyKey, "renew:")
 }
 
+// waitsForCustomer reports whether a charge may wait for the customer's
+// authentication: a subscribe's ("subscribe:..." idempotency keys).
+func waitsForCustomer(req accounts.ChargeRequest) bool {
+	return strings.HasPrefix(req.IdempotencyKey, "subscribe:")
+}
+
 // Charge confirms a PaymentIntent for the amount on the saved method.
 func (p *Processor) Charge(ctx context.Context, req accounts.ChargeRequest) (string, error) {
 	cents, err := Cents(req.Amount)
@@ -302,9 +312,10 @@ func (p *Processor) Charge(ctx context.Context, req accounts.ChargeRequest) (str
 			AllowRedirects: stripeapi.String("never"),
 		},
 	}
-	if offSession(req) {
+	switch {
+	case offSession(req):
 		params.OffSession = stripeapi.Bool(true)
-	} else {
+	case !waitsForCustomer(req):
 		params.ErrorOnRequiresAction = stripeapi.Bool(true)
 	}
 	if p.descriptor != "" {
@@ -319,6 +330,9 @@ func (p *Processor) Charge(ctx context.Context, req accounts.ChargeRequest) (str
 	case stripeapi.PaymentIntentStatusSucceeded, stripeapi.PaymentIntentStatusProcessing:
 		return pi.ID, nil
 	case stripeapi.PaymentIntentStatusRequiresAction:
+		if waitsForCustomer(req) && pi.ClientSecret != "" {
+			return "", &accounts.ActionRequiredError{Ref: pi.ID, ClientSecret: pi.ClientSecret}
+		}
 		p.cancel(ctx, pi.ID, req.IdempotencyKey)
 		return "", &accounts.DeclineError{Reason: msgAuthentication, Code: string(stripeapi.ErrorCodeAuthenticationRequired)}
 	case stripeapi.PaymentIntentStatusRequiresPaymentMethod:
@@ -363,6 +377,54 @@ func (p *Processor) cancel(ctx context.Context, id, idem string) {
 	params := &stripeapi.PaymentIntentCancelParams{}
 	params.SetIdempotencyKey("cancel:" + idem)
 	_, _ = p.client.V1PaymentIntents.Cancel(context.WithoutCancel(ctx), id, params)
+}
+
+// paymentState maps a PaymentIntent's status to a waiting payment's state.
+func paymentState(st stripeapi.PaymentIntentStatus) string {
+	switch st {
+	case stripeapi.PaymentIntentStatusSucceeded, stripeapi.PaymentIntentStatusProcessing, stripeapi.PaymentIntentStatusRequiresCapture:
+		return accounts.PaymentSucceeded
+	case stripeapi.PaymentIntentStatusRequiresAction, stripeapi.PaymentIntentStatusRequiresConfirmation:
+		return accounts.PaymentWaiting
+	}
+	// requires_payment_method (the authentication failed) or canceled.
+	return accounts.PaymentFailed
+}
+
+// PaymentStatus reads a PaymentIntent that waited for the customer.
+func (p *Processor) PaymentStatus(ctx context.Context, ref string) (string, error) {
+	pi, err := p.client.V1PaymentIntents.Retrieve(ctx, ref, nil)
+	if missing(err) {
+		return accounts.PaymentFailed, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("stripe: reading PaymentIntent %s: %w", ref, err)
+	}
+	return paymentState(pi.Status), nil
+}
+
+// CancelPayment cancels a PaymentIntent that waits for the customer; one
+// that succeeded meanwhile is left alone and reported succeeded.
+func (p *Processor) CancelPayment(ctx context.Context, ref, idempotencyKey string) (string, error) {
+	st, err := p.PaymentStatus(ctx, ref)
+	if err != nil || st != accounts.PaymentWaiting {
+		if st == accounts.PaymentFailed {
+			// requires_payment_method can still be confirmed with another
+			// card: cancel it for good (canceled already is no error).
+			p.cancel(ctx, ref, idempotencyKey)
+		}
+		return st, err
+	}
+	params := &stripeapi.PaymentIntentCancelParams{}
+	if idempotencyKey != "" {
+		params.SetIdempotencyKey(idempotencyKey)
+	}
+	pi, err := p.client.V1PaymentIntents.Cancel(ctx, ref, params)
+	if err != nil {
+		// Most likely the customer completed it in between: read it again.
+		return p.PaymentStatus(ctx, ref)
+	}
+	return paymentState(pi.Status), nil
 }
 
 // Refund refunds a PaymentIntent (pi_...) or a Charge (ch_...) in full. A

@@ -139,7 +139,7 @@ func TestChargeRequestAndIdempotentReplay(t *testing.T) {
 	want := map[string]string{
 		"amount": "4085", "currency": "usd", "confirm": "true", "payment_method": pm,
 		"metadata[timeblock_idempotency_key]": "subscribe:sub-1", "metadata[timeblock_user_id]": "user-1",
-		"error_on_requires_action": "true", "description": "Timeblock pool",
+		"description": "Timeblock pool",
 	}
 	for k, v := range want {
 		if f[k] != v {
@@ -148,6 +148,17 @@ func TestChargeRequestAndIdempotentReplay(t *testing.T) {
 	}
 	if f["off_session"] != "" {
 		t.Errorf("a subscribe charge is on session, got off_session=%q", f["off_session"])
+	}
+	if f["error_on_requires_action"] != "" {
+		t.Errorf("a subscribe charge may wait for 3-D Secure, got error_on_requires_action=%q", f["error_on_requires_action"])
+	}
+	// A past-due retry is on session and may not wait.
+	if _, err := p.Charge(t.Context(), accounts.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "12", IdempotencyKey: "retry:sub-1:c:pm"}); err != nil {
+		t.Fatal(err)
+	}
+	calls = fake.calls("POST", "/v1/payment_intents")
+	if f := calls[len(calls)-1].Form; f["error_on_requires_action"] != "true" || f["off_session"] != "" {
+		t.Errorf("retry payment intent = %+v, want error_on_requires_action, on session", f)
 	}
 	if calls[0].IdempotencyKey != "subscribe:sub-1" {
 		t.Errorf("Idempotency-Key = %q", calls[0].IdempotencyKey)
@@ -190,7 +201,7 @@ func TestChargeDeclines(t *testing.T) {
 	}{
 		{"pm_card_visa_chargeDeclinedInsufficientFunds", "subscribe:a", "Your card has insufficient funds."},
 		{"pm_card_chargeCustomerFail", "renew:b:1", "Your card was declined."},
-		{"pm_card_authenticationRequired", "subscribe:c", "3-D Secure"},
+		{"pm_card_authenticationRequired", "retry:c:x:y", "3-D Secure"},
 		{"pm_card_authenticationRequired", "renew:d:1", "3-D Secure"},
 	}
 	for _, tt := range tests {
@@ -213,6 +224,64 @@ func TestChargeDeclines(t *testing.T) {
 		if err != nil || found {
 			t.Errorf("FindCharge(%s) after a decline = %q, %v, %v; want not found", tt.key, ref, found, err)
 		}
+	}
+}
+
+// A subscribe whose bank asks for 3-D Secure: the PaymentIntent is left
+// waiting and its client secret returned (not a decline); PaymentStatus
+// follows it; CancelPayment cancels a waiting one and leaves a paid one.
+func TestSubscribeWaitsForAuthentication(t *testing.T) {
+	fake := newFakeStripe(t)
+	p := newProcessor(t, fake.URL(), newStore(t))
+	pm := saved(t, p, "pm_card_authenticationRequired")
+	charge := func(key string) *accounts.ActionRequiredError {
+		t.Helper()
+		_, err := p.Charge(t.Context(), accounts.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "10", IdempotencyKey: key})
+		if errors.Is(err, accounts.ErrDeclined) {
+			t.Fatalf("%s: a payment waiting for the customer is a decline: %v", key, err)
+		}
+		action, ok := errors.AsType[*accounts.ActionRequiredError](err)
+		if !ok || action.Ref == "" || action.ClientSecret != action.Ref+"_secret" {
+			t.Fatalf("%s: got %v, want an ActionRequiredError with the client secret", key, err)
+		}
+		return action
+	}
+	a := charge("subscribe:a")
+	if again := charge("subscribe:a"); again.Ref != a.Ref || len(fake.paymentIntents()) != 1 {
+		t.Fatalf("a repeat made %s (first %s), %d payment intents", again.Ref, a.Ref, len(fake.paymentIntents()))
+	}
+	if pis := fake.paymentIntents(); pis[0].Status != "requires_action" {
+		t.Fatalf("payment intent %s, want it left requires_action", pis[0].Status)
+	}
+	if st, err := p.PaymentStatus(t.Context(), a.Ref); err != nil || st != accounts.PaymentWaiting {
+		t.Fatalf("status = %q %v, want waiting", st, err)
+	}
+	if _, found, err := p.FindCharge(t.Context(), "subscribe:a"); err != nil || found {
+		t.Fatalf("FindCharge of a waiting payment = %v %v, want not found", found, err)
+	}
+	fake.setPIStatus(a.Ref, "succeeded") // the customer authenticated
+	if st, err := p.PaymentStatus(t.Context(), a.Ref); err != nil || st != accounts.PaymentSucceeded {
+		t.Fatalf("status = %q %v, want succeeded", st, err)
+	}
+	if st, err := p.CancelPayment(t.Context(), a.Ref, "cancel:subscribe:a"); err != nil || st != accounts.PaymentSucceeded {
+		t.Fatalf("cancel of a paid one = %q %v, want succeeded", st, err)
+	}
+	if pis := fake.paymentIntents(); pis[0].Status != "succeeded" {
+		t.Fatalf("a paid payment intent was canceled: %s", pis[0].Status)
+	}
+
+	b := charge("subscribe:b")
+	if st, err := p.CancelPayment(t.Context(), b.Ref, "cancel:subscribe:b"); err != nil || st != accounts.PaymentFailed {
+		t.Fatalf("cancel of a waiting one = %q %v, want failed", st, err)
+	}
+	if pis := fake.paymentIntents(); pis[1].Status != "canceled" {
+		t.Fatalf("payment intent %s after cancel, want canceled", pis[1].Status)
+	}
+	if st, err := p.CancelPayment(t.Context(), b.Ref, "cancel:subscribe:b"); err != nil || st != accounts.PaymentFailed {
+		t.Fatalf("a second cancel = %q %v", st, err)
+	}
+	if st, err := p.PaymentStatus(t.Context(), "pi_missing"); err != nil || st != accounts.PaymentFailed {
+		t.Fatalf("status of an unknown payment = %q %v, want failed", st, err)
 	}
 }
 

@@ -12,7 +12,8 @@ package stripe
 // other one is recorded and ignored):
 //
 //	payment_intent.succeeded,      the PaymentIntent as it is now:
-//	payment_intent.payment_failed  succeeded → the charge succeeded;
+//	payment_intent.payment_failed, succeeded → the charge succeeded;
+//	payment_intent.canceled
 //	                               requires_payment_method/canceled → failed
 //	charge.refunded                refunded in full → refunded (a refund is
 //	                               never undone; a partial one is ignored)
@@ -70,7 +71,7 @@ func (p *Processor) WebhookEvent(ctx context.Context, payload []byte, signature 
 	out := accounts.ProcessorEvent{ID: ev.ID, Type: string(ev.Type)}
 	typ := string(ev.Type)
 	switch {
-	case typ == "payment_intent.succeeded" || typ == "payment_intent.payment_failed":
+	case typ == "payment_intent.succeeded" || typ == "payment_intent.payment_failed" || typ == "payment_intent.canceled":
 		pi, err := p.client.V1PaymentIntents.Retrieve(ctx, obj.ID, nil)
 		if missing(err) {
 			return out, nil // not this account's (or deleted): nothing to act on

@@ -1,0 +1,396 @@
+package accounts
+
+// Incomplete subscriptions: a subscribe whose payment waits for the
+// customer to authenticate it (SCA / 3-D Secure; Stripe's requires_action).
+//
+// The processor answers the on-session charge with *ActionRequiredError
+// (nothing is taken yet). The subscribe then creates the subscription in
+// status incomplete, holding its seats for IncompleteHold, with no key and
+// no admission, and answers 402 with IncompleteData: the page runs the
+// authentication with the client secret (Stripe.js confirmCardPayment) and
+// then calls POST /api/subscriptions/:id/confirm. The charge intent written
+// before the charge (intents.go) stays pending meanwhile, carrying the
+// payment's reference; settlement leaves the intent of an incomplete
+// subscription alone.
+//
+// Whichever comes first ends it, each in a transaction that re-reads the
+// subscription and acts only while it is still incomplete (so every path is
+// idempotent and they may race):
+//
+//   - the payment succeeded (the processor's payment_intent.succeeded
+//     webhook, the confirm endpoint asking the processor, or the expiry
+//     finding it succeeded): active (pending_key on manual pools) with its
+//     period starting then, the Charge recorded and the intent done — what a
+//     paid subscribe creates;
+//   - the payment failed or was canceled (payment_intent.payment_failed or
+//     .canceled, the confirm endpoint): canceled, seats released, intent void;
+//   - the hold ran out (the lifecycle worker, ExpireIncomplete): the payment
+//     is canceled at the processor first; canceled → as failed; when the
+//     customer completed it in the meantime (the activation was missed) the
+//     subscription is activated instead — its seats are still held, so
+//     nobody loses money and nobody loses a seat. Processor unreachable: the
+//     subscription stays incomplete and the next pass tries again.
+//
+// A payment that succeeds for a subscription already canceled (which a
+// canceled PaymentIntent cannot do, but a processor may report anything)
+// is refunded by the webhook (processor_events.go).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// IncompleteHold is how long an incomplete subscription holds its seats
+// while the customer authenticates the payment: a 3-D Secure challenge
+// takes a minute or two, and a page left open somewhat longer should still
+// be able to finish; beyond half an hour the seats go back on sale (the
+// payment is canceled first, so nothing can be paid for them later).
+const IncompleteHold = 30 * time.Minute
+
+// IncompleteData is the data of the 402 that answers a subscribe waiting
+// for the customer's authentication, and of a confirm still waiting.
+type IncompleteData struct {
+	SubscriptionID string `json:"subscriptionId"`
+	Status         string `json:"status"` // incomplete
+	// ClientSecret finishes the payment in the browser (Stripe.js
+	// confirmCardPayment); absent from a confirm's answer.
+	ClientSecret  string    `json:"clientSecret,omitempty"`
+	Amount        string    `json:"amount"`
+	HoldExpiresAt time.Time `json:"holdExpiresAt"`
+}
+
+// subscribeIdempotencyKey names the charge of a subscribe.
+func subscribeIdempotencyKey(subID string) string { return "subscribe:" + subID }
+
+// holdIncomplete creates the incomplete subscription of a subscribe whose
+// payment waits for the customer and returns the 402 to answer. When it
+// cannot be created (sold out meanwhile, store down) the payment is
+// canceled and nothing is held.
+func (s *Service) holdIncomplete(ctx context.Context, subID, userID string, pool *Pool, intent *ChargeIntent, o *subscribeOrder, amount string, action *ActionRequiredError) error {
+	var (
+		sub *Subscription
+		err error
+	)
+	for attempt := 1; ; attempt++ {
+		sub, err = s.createIncomplete(ctx, subID, userID, pool.ID, intent.ID, o, action.Ref)
+		if !errors.Is(err, ErrConflict) || attempt == seatAttempts {
+			break
+		}
+	}
+	if err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		state, cerr := s.processor.CancelPayment(cctx, action.Ref, "cancel:"+intent.IdempotencyKey)
+		cancel()
+		switch {
+		case cerr != nil:
+			// The intent stays pending: settlement refunds a charge made after all.
+			s.logger.Error("subscribe: canceling a waiting payment failed", zap.String("intent_id", intent.ID), zap.Error(cerr))
+		case state == PaymentSucceeded:
+			s.refundIntent(ctx, intent.ID, intent.IdempotencyKey, action.Ref, "the incomplete subscription could not be created")
+		default:
+			s.finishIntent(ctx, intent.ID, IntentVoid, action.Ref)
+		}
+		if errors.Is(err, ErrConflict) {
+			return Conflict("sold out: other subscriptions took the seats while yours was being paid; nothing was charged. Look at GET /api/pools/%s and try again", pool.Slug)
+		}
+		if errors.Is(err, errIntentTaken) {
+			return &Error{Status: 503, Message: "the payment took too long to be recorded; nothing was created. Try again"}
+		}
+		return passClientError("subscribe", err)
+	}
+	s.logger.Info("subscription incomplete: the payment waits for the customer's authentication",
+		zap.String("user_id", userID), zap.String("subscription_id", sub.ID), zap.String("pool", pool.Slug),
+		zap.String("payment_ref", action.Ref))
+	hold := sub.CreatedAt.Add(IncompleteHold)
+	return &Error{
+		Status: 402,
+		Message: fmt.Sprintf("your bank asks you to confirm this payment (3-D Secure): complete it with data.clientSecret (Stripe.js confirmCardPayment), then POST /api/subscriptions/%s/confirm. The seats are held until %s; nothing is charged unless you confirm",
+			sub.ID, hold.Format(time.RFC3339)),
+		Data: IncompleteData{SubscriptionID: sub.ID, Status: SubIncomplete, ClientSecret: action.ClientSecret, Amount: amount, HoldExpiresAt: hold},
+	}
+}
+
+// createIncomplete writes the incomplete subscription and its seats, and
+// notes the payment's reference on the charge intent, which stays pending
+// (errIntentTaken when settlement claimed it).
+func (s *Service) createIncomplete(ctx context.Context, subID, userID, poolID, intentID string, o *subscribeOrder, ref string) (*Subscription, error) {
+	var sub *Subscription
+	err := s.store.Update(ctx, func(tx Tx) error {
+		in, err := tx.GetChargeIntent(intentID)
+		if err != nil {
+			return err
+		}
+		if in.Status != IntentPending {
+			return fmt.Errorf("intent %s is %s: %w", intentID, in.Status, errIntentTaken)
+		}
+		in.ProcessorRef = ref
+		if err := tx.UpdateChargeIntent(in); err != nil {
+			return err
+		}
+		pool, err := tx.GetPool(poolID)
+		if err != nil {
+			return err
+		}
+		if err := checkSubscribable(pool); err != nil {
+			return err
+		}
+		taken, err := tx.TakenSeats(pool.ID)
+		if err != nil {
+			return err
+		}
+		seats, soldOut := allocateSeats(pool, o.blocks, o.quantity, taken)
+		if len(soldOut) > 0 {
+			return soldOutError(pool, o.quantity, soldOut)
+		}
+		now := s.clock()
+		sub = &Subscription{
+			ID: subID, UserID: userID, PoolID: pool.ID, Status: SubIncomplete,
+			Blocks: slices.Clone(o.blocks), Quantity: o.quantity, BillingCycle: o.cycle, MonthlyPrice: o.monthly,
+			// The period is set again when the payment succeeds.
+			CurrentPeriodStart: now, CurrentPeriodEnd: nextPeriodEnd(now, o.cycle),
+			TermsVersion: o.terms, AckVia: "terms", Seats: seats, CreatedAt: now, UpdatedAt: now,
+		}
+		if o.terms == "" {
+			sub.AckVia = "api"
+		}
+		return tx.CreateSubscription(sub)
+	})
+	return sub, err
+}
+
+// openSubscribeIntentTx returns the open charge intent of a subscribe, or nil.
+func openSubscribeIntentTx(tx Tx, subID string, now time.Time) (*ChargeIntent, error) {
+	open, err := tx.ListOpenChargeIntents(now)
+	if err != nil {
+		return nil, err
+	}
+	key := subscribeIdempotencyKey(subID)
+	for _, in := range open {
+		if in.IdempotencyKey == key {
+			return in, nil
+		}
+	}
+	return nil, nil
+}
+
+// settleIncompleteTx ends an incomplete subscription inside tx by its
+// payment's state and returns its new status ("" when it stays incomplete).
+func settleIncompleteTx(tx Tx, sub *Subscription, state, ref string, now time.Time) (string, error) {
+	if sub.Status != SubIncomplete {
+		return "", nil
+	}
+	in, err := openSubscribeIntentTx(tx, sub.ID, now)
+	if err != nil {
+		return "", err
+	}
+	switch state {
+	case PaymentSucceeded:
+		pool, err := tx.GetPool(sub.PoolID)
+		if err != nil {
+			return "", err
+		}
+		amount := ""
+		if in != nil {
+			amount = in.Amount
+			if ref == "" {
+				ref = in.ProcessorRef
+			}
+			in.Status, in.ProcessorRef, in.UpdatedAt = IntentDone, ref, now
+			if err := tx.UpdateChargeIntent(in); err != nil {
+				return "", err
+			}
+		} else if amount, err = ChargeAmount(sub.MonthlyPrice, sub.BillingCycle, pool.AnnualDiscount); err != nil {
+			return "", err
+		}
+		sub.Status = SubActive
+		if pool.ManualProvisioning {
+			sub.Status = SubPendingKey
+		}
+		sub.CurrentPeriodStart, sub.CurrentPeriodEnd, sub.UpdatedAt = now, nextPeriodEnd(now, sub.BillingCycle), now
+		if err := tx.UpdateSubscription(sub); err != nil {
+			return "", err
+		}
+		err = tx.CreateCharge(&Charge{
+			ID: newID(), UserID: sub.UserID, SubscriptionID: sub.ID, PeriodStart: now,
+			Amount: amount, Status: ChargeSucceeded, ProcessorRef: ref, CreatedAt: now,
+		})
+		return sub.Status, err
+	case PaymentFailed:
+		if in != nil {
+			in.Status, in.UpdatedAt = IntentVoid, now
+			if err := tx.UpdateChargeIntent(in); err != nil {
+				return "", err
+			}
+		}
+		return SubCanceled, cancelTx(tx, sub, now)
+	}
+	return "", nil
+}
+
+// paymentRef returns the reference of an incomplete subscription's payment
+// (kept on its open charge intent).
+func (s *Service) paymentRef(ctx context.Context, subID string) (string, error) {
+	var ref string
+	err := s.store.View(ctx, func(tx Tx) error {
+		in, err := openSubscribeIntentTx(tx, subID, s.clock())
+		if err != nil || in == nil {
+			return err
+		}
+		ref = in.ProcessorRef
+		return nil
+	})
+	return ref, err
+}
+
+// settleIncomplete applies a payment state the processor reported to an
+// incomplete subscription; it returns the new status ("" when unchanged).
+func (s *Service) settleIncomplete(ctx context.Context, subID, state, ref string) (string, error) {
+	var (
+		status string
+		userID string
+	)
+	err := s.store.Update(ctx, func(tx Tx) error {
+		sub, err := tx.GetSubscription(subID)
+		if err != nil {
+			return err
+		}
+		userID = sub.UserID
+		status, err = settleIncompleteTx(tx, sub, state, ref, s.clock())
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	if status != "" {
+		s.logger.Info("incomplete subscription settled", zap.String("subscription_id", subID), zap.String("status", status))
+		s.publishKeyChange(ctx, userID)
+	}
+	return status, nil
+}
+
+// ConfirmSubscription finishes an incomplete subscription of the user once
+// the customer authenticated its payment (POST /api/subscriptions/:id/
+// confirm): it asks the processor and activates it when paid (200 with the
+// subscription), cancels it when the payment failed (402), and answers 402
+// with IncompleteData while it still waits. Any other subscription of the
+// user is answered 200 as it is (a repeated confirm); another user's is a 404.
+func (s *Service) ConfirmSubscription(ctx context.Context, userID, subID string) (*SubscribeResult, error) {
+	sub, err := s.userSubscription(ctx, userID, subID)
+	if err != nil {
+		return nil, err
+	}
+	if sub.Status == SubIncomplete {
+		ref, err := s.paymentRef(ctx, subID)
+		if err != nil {
+			return nil, fmt.Errorf("confirm %s: %w", subID, err)
+		}
+		state := PaymentFailed
+		if ref != "" {
+			if state, err = s.processor.PaymentStatus(ctx, ref); err != nil {
+				s.logger.Error("confirm: asking the processor", zap.String("subscription_id", subID), zap.Error(err))
+				return nil, &Error{Status: 502, Message: "the payment processor could not be asked; try again in a moment"}
+			}
+		}
+		switch state {
+		case PaymentWaiting:
+			hold := sub.CreatedAt.Add(IncompleteHold)
+			return nil, &Error{Status: 402,
+				Message: fmt.Sprintf("the payment still waits for your bank's confirmation (3-D Secure); finish it and confirm again before %s", hold.Format(time.RFC3339)),
+				Data:    IncompleteData{SubscriptionID: sub.ID, Status: SubIncomplete, HoldExpiresAt: hold}}
+		case PaymentSucceeded, PaymentFailed:
+			if _, err := s.settleIncomplete(ctx, subID, state, ref); err != nil {
+				return nil, passClientError("confirm", err)
+			}
+		}
+	}
+	res, err := s.subscribeResultOf(ctx, userID, subID)
+	if err != nil {
+		return nil, err
+	}
+	if res == nil {
+		return nil, NotFound("subscription %s not found", subID)
+	}
+	if res.Status == SubCanceled && sub.Status == SubIncomplete {
+		return nil, PaymentDeclined("the payment was not confirmed (3-D Secure failed or was canceled); nothing was charged and the seats are released. Subscribe again to retry")
+	}
+	return res, nil
+}
+
+// userSubscription reads one of the user's subscriptions (404 for others').
+func (s *Service) userSubscription(ctx context.Context, userID, subID string) (*Subscription, error) {
+	var sub *Subscription
+	err := s.store.View(ctx, func(tx Tx) error {
+		var err error
+		sub, err = tx.GetSubscription(subID)
+		return err
+	})
+	if errors.Is(err, ErrNotFound) || err == nil && sub.UserID != userID {
+		return nil, NotFound("subscription %s not found", subID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("confirm %s: %w", subID, err)
+	}
+	return sub, nil
+}
+
+// ExpireIncomplete ends the incomplete subscriptions whose hold ran out
+// (see the top of this file); the lifecycle worker runs it. It returns how
+// many it ended (activated or canceled).
+func (s *Service) ExpireIncomplete(ctx context.Context) (int, error) {
+	now := s.clock()
+	var expired []*ChargeIntent
+	err := s.store.View(ctx, func(tx Tx) error {
+		open, err := tx.ListOpenChargeIntents(now.Add(-IncompleteHold))
+		if err != nil {
+			return err
+		}
+		expired = expired[:0]
+		for _, in := range open {
+			if in.Kind != IntentSubscribe || in.ProcessorRef == "" {
+				continue
+			}
+			sub, err := tx.GetSubscription(in.SubscriptionID)
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if sub.Status == SubIncomplete && !sub.CreatedAt.Add(IncompleteHold).After(now) {
+				expired = append(expired, in)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("incomplete subscriptions: %w", err)
+	}
+	var (
+		n    int
+		errs []error
+	)
+	for _, in := range expired {
+		state, err := s.processor.CancelPayment(ctx, in.ProcessorRef, "cancel:"+in.IdempotencyKey)
+		if err == nil && state == PaymentWaiting {
+			err = fmt.Errorf("payment %s still waits after its cancellation", in.ProcessorRef)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("subscription %s: canceling its payment: %w", in.SubscriptionID, err))
+			continue
+		}
+		status, err := s.settleIncomplete(ctx, in.SubscriptionID, state, in.ProcessorRef)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("subscription %s: %w", in.SubscriptionID, err))
+			continue
+		}
+		if status != "" {
+			n++
+		}
+	}
+	return n, errors.Join(errs...)
+}
