@@ -289,12 +289,14 @@ func (s *Service) ConfirmSubscription(ctx context.Context, userID, subID string)
 		if err != nil {
 			return nil, fmt.Errorf("confirm %s: %w", subID, err)
 		}
-		state := PaymentFailed
-		if ref != "" {
-			if state, err = s.processor.PaymentStatus(ctx, ref); err != nil {
-				s.logger.Error("confirm: asking the processor", zap.String("subscription_id", subID), zap.Error(err))
-				return nil, &Error{Status: 502, Message: "the payment processor could not be asked; try again in a moment"}
-			}
+		if ref == "" {
+			// Not reached: an incomplete subscription keeps its intent open.
+			return nil, fmt.Errorf("confirm %s: the incomplete subscription has no open charge intent", subID)
+		}
+		state, err := s.processor.PaymentStatus(ctx, ref)
+		if err != nil {
+			s.logger.Error("confirm: asking the processor", zap.String("subscription_id", subID), zap.Error(err))
+			return nil, &Error{Status: 502, Message: "the payment processor could not be asked; try again in a moment"}
 		}
 		switch state {
 		case PaymentWaiting:
