@@ -13,7 +13,9 @@ package accounts
 // died mid-request leaves behind: then, when its subscription exists, the
 // answer is rebuilt from it; when it does not, the request runs again with a
 // new subscription id (the dead attempt's charge, if any, is refunded by the
-// settlement of charge intents, intents.go).
+// settlement of charge intents, intents.go). A subscription still incomplete
+// (its payment waits for 3-D Secure, incomplete.go) is answered 402 saying
+// so; one that ended canceled unpaid counts as not created.
 
 import (
 	"context"
@@ -124,7 +126,18 @@ func (s *Service) takeOverIdempotent(ctx context.Context, userID, key, fingerpri
 	if err != nil {
 		return nil, err
 	}
-	if res != nil {
+	switch {
+	case res != nil && res.Status == SubIncomplete:
+		// Its payment waits for the customer, whose client secret the dead
+		// request never gave out (incomplete.go): say so; the hold ends it.
+		hold := res.CreatedAt.Add(IncompleteHold)
+		return nil, &Error{Status: 402,
+			Message: fmt.Sprintf("an earlier request with Idempotency-Key %q left subscription %s waiting for 3-D Secure, and its answer was lost; it is canceled at %s unless paid (POST /api/subscriptions/%s/confirm once paid), then buy again with a new key",
+				key, subID, hold.Format(time.RFC3339), subID),
+			Data: IncompleteData{SubscriptionID: subID, Status: SubIncomplete, HoldExpiresAt: hold}}
+	case res != nil && res.Status == SubCanceled && res.AmountCharged == "":
+		// An incomplete subscription that ended unpaid: nothing was bought.
+	case res != nil:
 		return &IdempotentStart{Recovered: res}, nil
 	}
 	start := &IdempotentStart{SubscriptionID: newID()}

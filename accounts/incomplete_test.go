@@ -289,3 +289,36 @@ func TestIncompleteFailedByWebhook(t *testing.T) {
 		}
 	})
 }
+
+// A request under an Idempotency-Key that died after creating an incomplete
+// subscription: taken over, it says so (402) instead of answering 201 with
+// it; once the hold ended it unpaid, the purchase runs again.
+func TestIncompleteIdempotentTakeover(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st accounts.Store) {
+		e := newEnv(t, st)
+		p := e.pool("sca-takeover", accounts.PoolActive, 1, false)
+		u, _ := e.user("takeover@example.com", accounts.TestCardAuthentication)
+		start, err := e.svc.BeginIdempotent(e.ctx, u.ID, "k-1", "fp")
+		e.must(err)
+		q := 1
+		_, err = e.svc.Subscribe(accounts.WithSubscriptionID(e.ctx, start.SubscriptionID), u.ID, p.Slug,
+			accounts.SubscribeRequest{Blocks: []string{"europe"}, Quantity: &q})
+		wantStatus(t, err, 402, "3-D Secure")
+		// The node dies before recording the answer.
+		e.clock.Advance(11 * time.Minute)
+		_, err = e.svc.BeginIdempotent(e.ctx, u.ID, "k-1", "fp")
+		ae := wantStatus(t, err, 402, "waiting for 3-D Secure", start.SubscriptionID)
+		if d, ok := ae.Data.(accounts.IncompleteData); !ok || d.SubscriptionID != start.SubscriptionID || d.Status != accounts.SubIncomplete {
+			t.Fatalf("takeover data = %#v", ae.Data)
+		}
+		e.clock.Advance(accounts.IncompleteHold)
+		if rep := e.lifecycle(); rep.Incomplete != 1 {
+			t.Fatalf("lifecycle = %+v", rep)
+		}
+		again, err := e.svc.BeginIdempotent(e.ctx, u.ID, "k-1", "fp")
+		e.must(err)
+		if again.Recovered != nil || again.SubscriptionID == "" || again.SubscriptionID == start.SubscriptionID {
+			t.Fatalf("after the hold: %+v, want the purchase to run again with a new id", again)
+		}
+	})
+}
