@@ -305,8 +305,12 @@ func (s *Service) ConfirmSubscription(ctx context.Context, userID, subID string)
 				Message: fmt.Sprintf("the payment still waits for your bank's confirmation (3-D Secure); finish it and confirm again before %s", hold.Format(time.RFC3339)),
 				Data:    IncompleteData{SubscriptionID: sub.ID, Status: SubIncomplete, HoldExpiresAt: hold}}
 		case PaymentSucceeded, PaymentFailed:
-			if _, err := s.settleIncomplete(ctx, subID, state, ref); err != nil {
+			status, err := s.settleIncomplete(ctx, subID, state, ref)
+			if err != nil {
 				return nil, passClientError("confirm", err)
+			}
+			if status == SubCanceled {
+				s.cancelPayment(ctx, ref, subscribeIdempotencyKey(subID))
 			}
 		}
 	}
@@ -395,4 +399,15 @@ func (s *Service) ExpireIncomplete(ctx context.Context) (int, error) {
 		}
 	}
 	return n, errors.Join(errs...)
+}
+
+// cancelPayment cancels, best effort, the payment of an incomplete
+// subscription that ended canceled, so that it cannot be completed later
+// (a failed authentication leaves it confirmable with another card).
+func (s *Service) cancelPayment(ctx context.Context, ref, idem string) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if _, err := s.processor.CancelPayment(cctx, ref, "cancel:"+idem); err != nil {
+		s.logger.Warn("canceling the payment of a canceled incomplete subscription failed", zap.String("payment_ref", ref), zap.Error(err))
+	}
 }

@@ -280,6 +280,9 @@ func TestIncompleteFailedByWebhook(t *testing.T) {
 		if len(e.chargesFor(data.SubscriptionID)) != 0 || len(e.charges(data.SubscriptionID)) != 0 {
 			t.Fatal("charged for a failed payment")
 		}
+		if err := e.proc.Authenticate(e.ctx, ref); err == nil {
+			t.Fatal("the payment of a failed authentication was not canceled")
+		}
 		e.clock.Advance(time.Hour)
 		if rep, err := e.svc.SettleIntents(e.ctx); err != nil || rep.Acted() {
 			t.Fatalf("settlement after a failed payment: %+v %v", rep, err)

@@ -104,10 +104,10 @@ func (s *Service) ApplyProcessorEvent(ctx context.Context, ev ProcessorEvent) (*
 		}
 	}
 	var res ProcessorEventResult
-	var userID string
+	var userID, cancelRef string
 	err := s.store.Update(ctx, func(tx Tx) error {
 		res = ProcessorEventResult{SubscriptionID: subID}
-		userID = ""
+		userID, cancelRef = "", ""
 		err := tx.RecordWebhookEvent(&WebhookEvent{ID: ev.ID, Type: ev.Type, ReceivedAt: s.clock()})
 		if errors.Is(err, ErrConflict) {
 			res.Duplicate = true
@@ -152,6 +152,9 @@ func (s *Service) ApplyProcessorEvent(ctx context.Context, ev ProcessorEvent) (*
 			res.Effect, err = settleIncompleteTx(tx, sub, state, ev.Ref, now)
 			if res.Effect != "" {
 				userID = sub.UserID
+			}
+			if res.Effect == SubCanceled {
+				cancelRef = ev.Ref
 			}
 			return err
 		}
@@ -211,6 +214,12 @@ func (s *Service) ApplyProcessorEvent(ctx context.Context, ev ProcessorEvent) (*
 	})
 	if err != nil {
 		return nil, fmt.Errorf("processor event %s: %w", ev.ID, err)
+	}
+	if cancelRef != "" {
+		// A failed authentication leaves the payment confirmable with
+		// another card: cancel it for good (best effort; a success after
+		// all would be refunded, see refundUnrecordedSubscribe).
+		s.cancelPayment(ctx, cancelRef, ev.IdempotencyKey)
 	}
 	if userID != "" {
 		s.publishKeyChange(ctx, userID)

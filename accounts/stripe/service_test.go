@@ -298,6 +298,11 @@ func TestSubscribeWithAuthenticationConfirmFailAndExpiry(t *testing.T) {
 	if code != 200 || s.status(v2.SubscriptionID) != accounts.SubCanceled {
 		t.Fatalf("failed webhook = %d, status %s", code, s.status(v2.SubscriptionID))
 	}
+	for _, x := range s.fake.paymentIntents() {
+		if x.ID == pi2.ID && x.Status != "canceled" {
+			t.Fatalf("payment intent of a failed authentication is %s, want canceled for good", x.Status)
+		}
+	}
 
 	// Expired: canceled at Stripe, canceled here, seat free for the next.
 	v3, pi3 := s.subscribeIncomplete(nil)

@@ -407,21 +407,19 @@ func (p *Processor) PaymentStatus(ctx context.Context, ref string) (string, erro
 // that succeeded meanwhile is left alone and reported succeeded.
 func (p *Processor) CancelPayment(ctx context.Context, ref, idempotencyKey string) (string, error) {
 	st, err := p.PaymentStatus(ctx, ref)
-	if err != nil || st != accounts.PaymentWaiting {
-		if st == accounts.PaymentFailed {
-			// requires_payment_method can still be confirmed with another
-			// card: cancel it for good (canceled already is no error).
-			p.cancel(ctx, ref, idempotencyKey)
-		}
+	if err != nil || st == accounts.PaymentSucceeded {
 		return st, err
 	}
+	// Waiting, or failed: requires_payment_method can still be confirmed
+	// with another card, so it is canceled for good too.
 	params := &stripeapi.PaymentIntentCancelParams{}
 	if idempotencyKey != "" {
 		params.SetIdempotencyKey(idempotencyKey)
 	}
 	pi, err := p.client.V1PaymentIntents.Cancel(ctx, ref, params)
 	if err != nil {
-		// Most likely the customer completed it in between: read it again.
+		// Canceled already, or the customer completed it in between: read
+		// it again.
 		return p.PaymentStatus(ctx, ref)
 	}
 	return paymentState(pi.Status), nil
