@@ -13,8 +13,7 @@ package stripe
 //
 //	payment_intent.succeeded,      the PaymentIntent as it is now:
 //	payment_intent.payment_failed, succeeded → the charge succeeded;
-//	payment_intent.canceled
-//	                               requires_payment_method/canceled → failed
+//	payment_intent.canceled        requires_payment_method/canceled → failed
 //	charge.refunded                refunded in full → refunded (a refund is
 //	                               never undone; a partial one is ignored)
 //	charge.dispute.*               the dispute as it is now: won → dispute
