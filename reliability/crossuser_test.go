@@ -173,6 +173,12 @@ func crossCases(w *crossWorld) map[string][]crossCall {
 		// B holds nothing on "race", where A does: nothing of A's is canceled.
 		"DELETE /api/pools/{id}/pledge": {f("DELETE", "/api/pools/race/pledge", nil), own("DELETE", "/api/pools/open/pledge", nil)},
 
+		// Finishing a 3-D Secure purchase: only the subscription's owner may.
+		"POST /api/subscriptions/{id}/confirm": {
+			f("POST", "/api/subscriptions/"+w.aSubKeyed+"/confirm", nil),
+			f("POST", "/api/subscriptions/"+w.aFree1+"/confirm", nil),
+		},
+
 		"POST /api/billing/setup-intent": {own("POST", "/api/billing/setup-intent", map[string]any{"paymentMethod": "pm_card_mastercard"})},
 		"GET /api/billing/status":        {own("GET", "/api/billing/status", nil)},
 		// Registered only with a processor that has webhooks (not the
