@@ -39,7 +39,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -132,31 +131,9 @@ func (s *Service) createIncomplete(ctx context.Context, subID, userID, poolID, i
 		if err := tx.UpdateChargeIntent(in); err != nil {
 			return err
 		}
-		pool, err := tx.GetPool(poolID)
-		if err != nil {
+		// The period is set again when the payment succeeds.
+		if sub, err = s.newSubscriptionTx(tx, subID, userID, poolID, o, SubIncomplete); err != nil {
 			return err
-		}
-		if err := checkSubscribable(pool); err != nil {
-			return err
-		}
-		taken, err := tx.TakenSeats(pool.ID)
-		if err != nil {
-			return err
-		}
-		seats, soldOut := allocateSeats(pool, o.blocks, o.quantity, taken)
-		if len(soldOut) > 0 {
-			return soldOutError(pool, o.quantity, soldOut)
-		}
-		now := s.clock()
-		sub = &Subscription{
-			ID: subID, UserID: userID, PoolID: pool.ID, Status: SubIncomplete,
-			Blocks: slices.Clone(o.blocks), Quantity: o.quantity, BillingCycle: o.cycle, MonthlyPrice: o.monthly,
-			// The period is set again when the payment succeeds.
-			CurrentPeriodStart: now, CurrentPeriodEnd: nextPeriodEnd(now, o.cycle),
-			TermsVersion: o.terms, AckVia: "terms", Seats: seats, CreatedAt: now, UpdatedAt: now,
-		}
-		if o.terms == "" {
-			sub.AckVia = "api"
 		}
 		return tx.CreateSubscription(sub)
 	})

@@ -314,45 +314,11 @@ func (s *Service) createSubscription(ctx context.Context, subID, userID, poolID,
 		if err := markIntentDoneTx(tx, intentID, ref, s.clock()); err != nil {
 			return err
 		}
-		pool, err := tx.GetPool(poolID)
-		if err != nil {
+		var err error
+		if sub, err = s.newSubscriptionTx(tx, subID, userID, poolID, o, SubActive); err != nil {
 			return err
 		}
-		if err := checkSubscribable(pool); err != nil {
-			return err
-		}
-		taken, err := tx.TakenSeats(pool.ID)
-		if err != nil {
-			return err
-		}
-		seats, soldOut := allocateSeats(pool, o.blocks, o.quantity, taken)
-		if len(soldOut) > 0 {
-			return soldOutError(pool, o.quantity, soldOut)
-		}
-		now := s.clock()
-		sub = &Subscription{
-			ID:                 subID,
-			UserID:             userID,
-			PoolID:             pool.ID,
-			Status:             SubActive,
-			Blocks:             slices.Clone(o.blocks),
-			Quantity:           o.quantity,
-			BillingCycle:       o.cycle,
-			MonthlyPrice:       o.monthly,
-			CurrentPeriodStart: now,
-			CurrentPeriodEnd:   nextPeriodEnd(now, o.cycle),
-			TermsVersion:       o.terms,
-			AckVia:             "terms",
-			Seats:              seats,
-			CreatedAt:          now,
-			UpdatedAt:          now,
-		}
-		if o.terms == "" {
-			sub.AckVia = "api"
-		}
-		if pool.ManualProvisioning {
-			sub.Status = SubPendingKey
-		}
+		now := sub.CreatedAt
 		if err := tx.CreateSubscription(sub); err != nil {
 			return err
 		}
@@ -368,4 +334,53 @@ func (s *Service) createSubscription(ctx context.Context, subID, userID, poolID,
 		})
 	})
 	return sub, err
+}
+
+// newSubscriptionTx picks free seats for the order on the pool, as it is
+// inside tx, and returns the subscription that would hold them, in status
+// (an active one on a manual-provisioning pool waits for its key:
+// pending_key). It writes nothing. A seat gone since the order was checked
+// is a sold-out *Error; ErrConflict from the caller's write means another
+// subscription took one in the meantime.
+func (s *Service) newSubscriptionTx(tx Tx, subID, userID, poolID string, o *subscribeOrder, status string) (*Subscription, error) {
+	pool, err := tx.GetPool(poolID)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSubscribable(pool); err != nil {
+		return nil, err
+	}
+	taken, err := tx.TakenSeats(pool.ID)
+	if err != nil {
+		return nil, err
+	}
+	seats, soldOut := allocateSeats(pool, o.blocks, o.quantity, taken)
+	if len(soldOut) > 0 {
+		return nil, soldOutError(pool, o.quantity, soldOut)
+	}
+	if status == SubActive && pool.ManualProvisioning {
+		status = SubPendingKey
+	}
+	now := s.clock()
+	sub := &Subscription{
+		ID:                 subID,
+		UserID:             userID,
+		PoolID:             pool.ID,
+		Status:             status,
+		Blocks:             slices.Clone(o.blocks),
+		Quantity:           o.quantity,
+		BillingCycle:       o.cycle,
+		MonthlyPrice:       o.monthly,
+		CurrentPeriodStart: now,
+		CurrentPeriodEnd:   nextPeriodEnd(now, o.cycle),
+		TermsVersion:       o.terms,
+		AckVia:             "terms",
+		Seats:              seats,
+		CreatedAt:          now,
+		UpdatedAt:          now,
+	}
+	if o.terms == "" {
+		sub.AckVia = "api"
+	}
+	return sub, nil
 }
