@@ -59,12 +59,7 @@ func (g *Gate) serveModels(w http.ResponseWriter, r *http.Request, ep gateEndpoi
 		}
 		body = append(body, "]}"...)
 	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusOK)
-	_, err := w.Write(body)
-	return err
+	return writeJSONBody(w, http.StatusOK, body)
 }
 
 func indexModel(models []accounts.HeldModel, id string) int {
@@ -190,4 +185,14 @@ func appendMessagesModelPage(dst []byte, models []accounts.HeldModel, q map[stri
 		dst = append(dst, "null"...)
 	}
 	return append(dst, '}'), ""
+}
+
+// writeJSONBody answers a whole JSON body the plugin built itself.
+func writeJSONBody(w http.ResponseWriter, status int, body []byte) error {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, err := w.Write(body)
+	return err
 }

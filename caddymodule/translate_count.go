@@ -81,13 +81,8 @@ func (t *Translate) serveCountTokens(w http.ResponseWriter, r *http.Request, nex
 		return writeCount(w, body)
 	}
 	out := translate.TranslateErrorBody(translate.Messages, translate.Messages, cw.status, cw.held.Bytes(), nil)
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(out)))
-	h.Del("Content-Encoding")
-	w.WriteHeader(cw.status)
-	_, err = w.Write(out)
-	return err
+	w.Header().Del("Content-Encoding")
+	return writeJSONBody(w, cw.status, out)
 }
 
 // writeCount answers the estimate of body's input tokens.
@@ -96,13 +91,7 @@ func writeCount(w http.ResponseWriter, body []byte) error {
 	if terr != nil {
 		return terr.Write(w, translate.Messages)
 	}
-	out := translate.AppendCountTokens(make([]byte, 0, 32), n)
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(out)))
-	w.WriteHeader(http.StatusOK)
-	_, err := w.Write(out)
-	return err
+	return writeJSONBody(w, http.StatusOK, translate.AppendCountTokens(make([]byte, 0, 32), n))
 }
 
 // maxHeldCountError bounds an upstream error body held for rewriting.
