@@ -149,34 +149,10 @@ func (f *KeyFilter) poke() {
 // ctx ends while it waits for a queued read.
 func (f *KeyFilter) mayExist(ctx context.Context, k uint64) (bool, error) {
 	f.mu.RLock()
-	if !f.ready {
-		f.mu.RUnlock()
-		return true, nil
-	}
-	if _, ok := f.set[k]; ok {
-		f.mu.RUnlock()
-		return true, nil
-	}
-	if f.applied >= f.requested {
-		f.mu.RUnlock()
-		f.rejects.Add(1)
-		return false, nil
-	}
 	// A read queued before this request may bring the key: wait for the
 	// reads covering every invalidation so far, not for later ones.
 	target := f.requested
-	f.waits.Add(1)
-	for {
-		ch := f.changed
-		f.mu.RUnlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-f.stop:
-			return true, nil
-		}
-		f.mu.RLock()
+	for waited := false; ; waited = true {
 		if !f.ready {
 			f.mu.RUnlock()
 			return true, nil
@@ -190,6 +166,19 @@ func (f *KeyFilter) mayExist(ctx context.Context, k uint64) (bool, error) {
 			f.rejects.Add(1)
 			return false, nil
 		}
+		if !waited {
+			f.waits.Add(1)
+		}
+		ch := f.changed
+		f.mu.RUnlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-f.stop:
+			return true, nil
+		}
+		f.mu.RLock()
 	}
 }
 
