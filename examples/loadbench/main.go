@@ -52,6 +52,7 @@ type options struct {
 	warm        time.Duration
 	chunks      int
 	history     int
+	lean        bool
 	members     int
 	streams     int
 	hold        time.Duration
@@ -98,6 +99,7 @@ func main() {
 	flag.DurationVar(&o.latSlice, "latency-slice", o.latSlice, "time per variant per round in the concurrency-1 pass (its requests alternate with the other variants')")
 	flag.DurationVar(&o.warm, "warm", o.warm, "warm-up per variant before the first round")
 	flag.IntVar(&o.chunks, "chunks", o.chunks, "token chunks per streamed response")
+	flag.BoolVar(&o.lean, "lean", false, "the upstream answers a non-streaming request with a short (~300-byte) completion, so that the proxies' fixed cost per request is not hidden by relaying a long answer")
 	flag.IntVar(&o.history, "history", 0, "bytes of conversation history before the question in every request (0: a short chat)")
 	flag.IntVar(&o.members, "members", o.members, "subscriptions (20 lanes each) folded into the combined key")
 	flag.IntVar(&o.streams, "streams", o.streams, "slow streams held open at once for the memory check (0 skips it)")
@@ -158,7 +160,7 @@ func run(o options, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	up, err := startUpstream(o.chunks)
+	up, err := startUpstream(o.chunks, o.lean)
 	if err != nil {
 		return err
 	}

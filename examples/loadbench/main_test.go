@@ -34,7 +34,7 @@ func TestQuickRun(t *testing.T) {
 	for _, want := range []string{
 		"upstream direct", "reverse_proxy stream",
 		"gate chat→chat (key)", "gate messages→chat (combined key)", "gate messages→chat stream (combined key)",
-		"chunk flushing", "slow streams", "target (issue 6)",
+		"chunk flushing", "slow streams", "target", "(issue 15)",
 	} {
 		if !strings.Contains(report, want) {
 			t.Errorf("the report has no %q", want)

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -39,6 +40,7 @@ const firstChunkGap = time.Millisecond
 
 type upstream struct {
 	chunks     int
+	lean       bool     // a short non-streaming answer (leanWords tokens)
 	completion []byte   // the non-streaming answer
 	head       [][]byte // role chunk
 	tokens     [][]byte // one chunk per token
@@ -53,8 +55,8 @@ type upstream struct {
 	bufs sync.Pool
 }
 
-func startUpstream(chunks int) (*upstream, error) {
-	u := &upstream{chunks: chunks}
+func startUpstream(chunks int, lean bool) (*upstream, error) {
+	u := &upstream{chunks: chunks, lean: lean}
 	u.bufs.New = func() any { b := new(bytes.Buffer); b.Grow(4 << 10); return b }
 	u.build()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -75,6 +77,12 @@ func (u *upstream) close() {
 	}
 }
 
+// leanWords is the length of a lean upstream's non-streaming answer: with
+// it the completion is about 300 bytes, as a short answer from a model
+// server is, so that the proxy's fixed cost per request is not hidden by
+// the cost of relaying a long one.
+const leanWords = 4
+
 // words are the reply's tokens, repeated as needed.
 var words = []string{" Packets", " drift", " through", " the", " night", ",", " one", " server", " breathes", " while",
 	" another", " rests", ";", " the", " balancer", " hums", " its", " quiet", " round", "-robin", " song", "."}
@@ -88,15 +96,21 @@ func (u *upstream) build() {
 		text.WriteString(w)
 		u.tokens = append(u.tokens, []byte(`data: {`+id+`,"choices":[{"index":0,"delta":{"content":`+strconv.Quote(w)+`},"logprobs":null,"finish_reason":null}]}`+"\n\n"))
 	}
-	usage := `{"prompt_tokens":31,"total_tokens":` + strconv.Itoa(31+u.chunks) + `,"completion_tokens":` + strconv.Itoa(u.chunks) + `}`
+	usage := func(n int) string {
+		return `{"prompt_tokens":31,"total_tokens":` + strconv.Itoa(31+n) + `,"completion_tokens":` + strconv.Itoa(n) + `}`
+	}
 	u.tail = [][]byte{
 		[]byte(`data: {` + id + `,"choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"stop","stop_reason":null}]}` + "\n\n"),
-		[]byte(`data: {` + id + `,"choices":[],"usage":` + usage + `}` + "\n\n"),
+		[]byte(`data: {` + id + `,"choices":[],"usage":` + usage(u.chunks) + `}` + "\n\n"),
 		[]byte("data: [DONE]\n\n"),
 	}
+	answer, n := text.String(), u.chunks
+	if u.lean {
+		answer, n = strings.Join(words[:leanWords], ""), leanWords
+	}
 	u.completion = []byte(`{"id":"chatcmpl-5f0c1b7e9a2d4c3b8e6f","object":"chat.completion","created":1767225600,"model":"` + benchModel +
-		`","choices":[{"index":0,"message":{"role":"assistant","content":` + strconv.Quote(text.String()) +
-		`,"tool_calls":[]},"logprobs":null,"finish_reason":"stop","stop_reason":null}],"usage":` + usage + `,"prompt_logprobs":null}`)
+		`","choices":[{"index":0,"message":{"role":"assistant","content":` + strconv.Quote(answer) +
+		`,"tool_calls":[]},"logprobs":null,"finish_reason":"stop","stop_reason":null}],"usage":` + usage(n) + `,"prompt_logprobs":null}`)
 }
 
 // pacedToken is the content of token i of a paced stream, which the client
