@@ -136,8 +136,9 @@ func (s *Stream) respDrain(dst []byte) []byte {
 // respChunk takes one chat completion chunk.
 func (s *Stream) respChunk(d string) {
 	x := s.rx
-	var t chatTop
-	t.read(d)
+	r := &s.cr
+	r.read(d)
+	t := &r.top
 	if !isNull(t.err) {
 		s.respFail(streamError(d))
 		return
@@ -146,11 +147,10 @@ func (s *Stream) respChunk(d string) {
 	if isObj(t.usage) {
 		x.u.readChat(t.usage)
 	}
-	cs := chunkChoicesOf(t.choices)
-	var c chunkChoice
-	for cs.next(&c) {
-		if isObj(c.delta) {
-			s.respDelta(c.delta)
+	for i := range r.choices {
+		c := &r.choices[i]
+		if isObj(c.chunkChoice.delta) {
+			s.respDelta(&c.delta.chunkDelta)
 		}
 		if isStr(c.finish) && x.stop == stopNone {
 			x.stop = chatFinish(c.finish)
@@ -161,9 +161,7 @@ func (s *Stream) respChunk(d string) {
 
 // respDelta takes a delta of the inner chat writer, whose reasoning is
 // always reasoning_content.
-func (s *Stream) respDelta(d string) {
-	var x chunkDelta
-	x.read(d)
+func (s *Stream) respDelta(x *chunkDelta) {
 	if isStr(x.reasoningContent) && !emptyStr(x.reasoningContent) {
 		s.respText(riReasoning, x.reasoningContent)
 	}

@@ -55,6 +55,9 @@ type Stream struct {
 	chatPrefix                 []byte
 	sawDone, sawChatUsageChunk bool
 
+	cr chunkRead   // the chat chunk being read (chatChunk, respChunk)
+	kv []rawMember // the members of the choice being passed (passChoice)
+
 	// rx writes the events of a Responses client (responses_stream.go).
 	rx *respStream
 }
@@ -76,6 +79,7 @@ func (s *Stream) Reset(client, upstream Format, req Request, cfg *Config) {
 		rbuf: s.rbuf[:0], tbuf: s.tbuf[:0], scratch: s.scratch[:0], enc: s.enc[:0], lit: s.lit[:0],
 		stopSeq: s.stopSeq[:0], tools: s.tools[:0], live: -1,
 		choices: s.choices[:0], ub: s.ub[:0], chatPrefix: s.chatPrefix[:0],
+		cr: chunkRead{choices: s.cr.choices[:0]}, kv: s.kv[:0],
 		rx: s.rx,
 	}
 	s.think.pend = s.think.pend[:0]

@@ -6,8 +6,9 @@ package translate
 
 // chatChunk translates one chat.completion.chunk for a messages client.
 func (s *Stream) chatChunk(d string) {
-	var t chatTop
-	t.read(d)
+	r := &s.cr
+	r.read(d)
+	t := &r.top
 	if !isNull(t.err) {
 		s.fail(streamError(d))
 		return
@@ -21,11 +22,10 @@ func (s *Stream) chatChunk(d string) {
 		s.setModel(t.model)
 		s.mStart()
 	}
-	cs := chunkChoicesOf(t.choices)
-	var c chunkChoice
-	for cs.next(&c) {
+	for i := range r.choices {
+		c := &r.choices[i]
 		if isObj(c.deltaOrMessage) {
-			s.chatDelta(c.deltaOrMessage)
+			s.chatDelta(c.members())
 		}
 		if isStr(c.finish) {
 			s.finished = true
@@ -42,9 +42,7 @@ func (s *Stream) chatChunk(d string) {
 	}
 }
 
-func (s *Stream) chatDelta(delta string) {
-	var x chunkDelta
-	x.read(delta)
+func (s *Stream) chatDelta(x *chunkDelta) {
 	// Servers that fill both fields fill them with the same text.
 	if isStr(x.reasoningContent) && !emptyStr(x.reasoningContent) {
 		s.onReasoning(x.reasoningContent)
@@ -138,31 +136,33 @@ func (s *Stream) choice(idx string) *choiceState {
 // unless something needs normalising: `reasoning` renamed reasoning_content,
 // inline <think> split out of content, "stop" with tool calls made
 // "tool_calls", usage completed with zeros and a reasoning estimate; the
-// usage-only chunk is dropped when the client did not ask for it.
+// usage-only chunk is dropped when the client did not ask for it. The
+// rewrite into s.enc is built as the chunk is walked, once.
 func (s *Stream) passChunk(d string) {
 	s.began = true
 	s.enc = append(s.enc[:0], '{')
-	changed := false
-	var choices, usageV string
-	it, _ := objIter(d)
+	changed, anyChoice := false, false
+	var usageV string
+	w, _ := walkAt(d, 0)
 	for {
-		k, v, ok := it.next()
+		k, ok := w.next()
 		if !ok {
 			break
 		}
+		if k == "choices" {
+			s.enc = key(s.enc, "choices")
+			c, any := s.passChoices(&w)
+			changed = changed || c
+			anyChoice = any
+			continue
+		}
+		v := w.value()
 		switch k {
 		case "error":
 			if !isNull(v) {
 				s.fail(streamError(d))
 				return
 			}
-		case "choices":
-			choices = v
-			s.enc = key(s.enc, "choices")
-			if s.passChoices(v) {
-				changed = true
-			}
-			continue
 		case "usage":
 			if isObj(v) {
 				usageV = v
@@ -174,8 +174,7 @@ func (s *Stream) passChunk(d string) {
 		s.enc = appendRawMember(s.enc, k, v)
 	}
 	if usageV != "" {
-		ci, _ := arrIter(choices)
-		if _, any := ci.elem(); !any && !s.req.IncludeUsage {
+		if !anyChoice && !s.req.IncludeUsage {
 			return
 		}
 		s.sawChatUsageChunk = true
@@ -192,42 +191,51 @@ func (s *Stream) passChunk(d string) {
 	s.out = append(s.out, "\n\n"...)
 }
 
-// passChoices rewrites the choices array into s.enc and reports whether any
-// choice changed.
-func (s *Stream) passChoices(v string) bool {
-	ci, ok := arrIter(v)
+// passChoices rewrites the choices array the walk is at into s.enc and
+// reports whether any choice changed and whether there was any.
+func (s *Stream) passChoices(w *walk) (changed, any bool) {
+	a, ok := w.enter('[')
 	if !ok {
-		s.enc = append(s.enc, v...)
-		return false
+		s.enc = append(s.enc, w.value()...)
+		return false, false
 	}
-	changed := false
 	s.enc = append(s.enc, '[')
 	for {
-		c, ok := ci.elem()
-		if !ok {
+		if _, ok := a.next(); !ok {
 			break
 		}
+		any = true
 		s.enc = sep(s.enc)
-		if s.passChoice(c) {
+		if s.passChoice(&a) {
 			changed = true
 		}
 	}
 	s.enc = append(s.enc, ']')
-	return changed
+	w.leave(&a)
+	return changed, any
 }
 
-func (s *Stream) passChoice(c string) bool {
-	var idx, delta, finish string
-	mi, ok := objIter(c)
+// rawMember is an object member as the walk found it.
+type rawMember struct{ k, v string }
+
+// passChoice rewrites the choice the walk is at. Its members are read once
+// into s.kv: the delta needs the choice's index and finish_reason, which may
+// come after it.
+func (s *Stream) passChoice(a *walk) bool {
+	e, ok := a.enter('{')
 	if !ok {
-		s.enc = append(s.enc, c...)
+		s.enc = append(s.enc, a.value()...)
 		return false
 	}
+	var idx, delta, finish string
+	s.kv = s.kv[:0]
 	for {
-		k, v, ok := mi.next()
+		k, ok := e.next()
 		if !ok {
 			break
 		}
+		v := e.value()
+		s.kv = append(s.kv, rawMember{k, v})
 		switch k {
 		case "index":
 			idx = v
@@ -237,15 +245,12 @@ func (s *Stream) passChoice(c string) bool {
 			finish = v
 		}
 	}
+	a.leave(&e)
 	cs := s.choice(idx)
 	changed := false
 	s.enc = append(s.enc, '{')
-	mi, _ = objIter(c)
-	for {
-		k, v, ok := mi.next()
-		if !ok {
-			break
-		}
+	for _, m := range s.kv {
+		k, v := m.k, m.v
 		switch {
 		case k == "delta" && cs != nil && isObj(v):
 			s.enc = key(s.enc, "delta")
