@@ -16,13 +16,15 @@ func messagesToChat(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 		r                                                             reasoning
 		err                                                           *Error
 	)
-	it, _ := objIter(s)
+	top := cursor{s: s}
+	top.obj()
 	for {
-		k, v, ok := it.next()
+		k, ok := top.key()
 		if !ok {
 			break
 		}
-		if err = validateMember(Messages, k, v); err != nil {
+		var v string
+		if v, err = takeMember(&top, Messages, k); err != nil {
 			return dst, req, err
 		}
 		if handled, err := r.member(k, v, false); handled {

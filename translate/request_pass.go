@@ -23,13 +23,15 @@ func passRequest(client Format, dst []byte, s string, cfg *Config) ([]byte, Requ
 	)
 	chat := client == Chat
 	dst = append(dst, '{')
-	it, _ := objIter(s)
+	top := cursor{s: s}
+	top.obj()
 	for {
-		k, v, ok := it.next()
+		k, ok := top.key()
 		if !ok {
 			break
 		}
-		if err = validateMember(client, k, v); err != nil {
+		var v string
+		if v, err = takeMember(&top, client, k); err != nil {
 			return dst, req, err
 		}
 		if handled, err := r.member(k, v, chat); handled {

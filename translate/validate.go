@@ -39,6 +39,24 @@ func validateMember(client Format, k, v string) *Error {
 	return validateChatMember(k, v)
 }
 
+// takeMember takes the value of the top-level member k at c and validates
+// it (validateMember). The messages are validated as they are walked, and
+// that walk is the only pass over them before a translation reads them.
+func takeMember(c *cursor, client Format, k string) (string, *Error) {
+	if k != "messages" || c.peek() != '[' {
+		v := c.raw()
+		return v, validateMember(client, k, v)
+	}
+	at := c.begin()
+	var err *Error
+	if client == Messages {
+		err = validateMessagesMessages(c)
+	} else {
+		err = validateChatMessages(c)
+	}
+	return c.finish(at, err), err
+}
+
 // Chat completions.
 
 const chatRoles = "system, developer, user, assistant, tool or function (legacy)"
@@ -46,7 +64,7 @@ const chatRoles = "system, developer, user, assistant, tool or function (legacy)
 func validateChatMember(k, v string) *Error {
 	switch k {
 	case "messages":
-		return validateChatMessages(v)
+		return validateChatMessages(cursorOn(v))
 	case "tools":
 		return validateChatTools(v)
 	case "tool_choice":
@@ -98,49 +116,53 @@ func validateChatMember(k, v string) *Error {
 	return nil
 }
 
-func validateChatMessages(v string) *Error {
-	it, ok := arrIter(v)
-	if !ok {
+// validateChatMessages checks the messages at c and moves c past them.
+func validateChatMessages(c *cursor) *Error {
+	if !c.arr() {
 		return badRequest("messages: must be an array")
 	}
-	for i := 0; ; i++ {
-		m, ok := it.elem()
-		if !ok {
-			return nil
-		}
-		if err := validateChatMessage(m, i); err != nil {
+	for i := 0; c.more(); i++ {
+		if err := validateChatMessage(c, i); err != nil {
 			return err
 		}
 	}
+	return nil
 }
 
-// validateChatMessage checks messages[i], m.
-func validateChatMessage(m string, i int) *Error {
-	mi, ok := objIter(m)
-	if !ok {
+// validateChatMessage checks messages[i], the value at c. Its content and
+// tool calls are checked as they are walked (the content under the role
+// read by then) and the verdicts given in the order below; a message whose
+// role comes after its content has its content checked again.
+func validateChatMessage(c *cursor, i int) *Error {
+	if !c.obj() {
 		return badRequest(pathi("messages", i) + ": must be an object {role, content}")
 	}
-	var role, content, toolCalls, toolCallID, name, refusal, functionCall string
+	var role, content, contentRole, toolCallID, name, refusal, functionCall string
+	var contentErr, callsErr *Error
 	for {
-		k, v, ok := mi.next()
+		k, ok := c.key()
 		if !ok {
 			break
 		}
 		switch k {
 		case "role":
-			role = v
+			role = c.raw()
 		case "content":
-			content = v
+			at := c.begin()
+			contentErr = chatContent(c, i, inner(role))
+			content, contentRole = c.finish(at, contentErr), role
 		case "tool_calls":
-			toolCalls = v
+			at := c.begin()
+			callsErr = chatToolCalls(c, i)
+			c.finish(at, callsErr)
 		case "tool_call_id":
-			toolCallID = v
+			toolCallID = c.raw()
 		case "name":
-			name = v
+			name = c.raw()
 		case "refusal":
-			refusal = v
+			refusal = c.raw()
 		case "function_call":
-			functionCall = v
+			functionCall = c.raw()
 		}
 	}
 	if !isStr(role) {
@@ -149,9 +171,16 @@ func validateChatMessage(m string, i int) *Error {
 	if !isNull(name) && !isStr(name) {
 		return badRequest(pathi("messages", i) + ".name: must be a string")
 	}
-	switch r := inner(role); r {
-	case "user", "system", "developer":
-		return chatContent(content, i, r, false)
+	r := inner(role)
+	if contentRole != role { // no content, or the role came after it
+		contentErr = chatContent(cursorOn(content), i, r)
+	}
+	switch r {
+	case "user", "system", "developer", "tool":
+		if r == "tool" && !isStr(toolCallID) {
+			return badRequest(pathi("messages", i) + ".tool_call_id: must be a string (the id of the tool call answered)")
+		}
+		return contentErr
 	case "assistant":
 		if !isNull(refusal) && !isStr(refusal) {
 			return badRequest(pathi("messages", i) + ".refusal: must be a string")
@@ -159,15 +188,10 @@ func validateChatMessage(m string, i int) *Error {
 		if !isNull(functionCall) && !isObj(functionCall) {
 			return badRequest(pathi("messages", i) + ".function_call: must be an object {name, arguments}")
 		}
-		if err := chatToolCalls(toolCalls, i); err != nil {
-			return err
+		if callsErr != nil {
+			return callsErr
 		}
-		return chatContent(content, i, "assistant", true)
-	case "tool":
-		if !isStr(toolCallID) {
-			return badRequest(pathi("messages", i) + ".tool_call_id: must be a string (the id of the tool call answered)")
-		}
-		return chatContent(content, i, "tool", false)
+		return contentErr
 	case "function":
 		if !isStr(name) {
 			return badRequest(pathi("messages", i) + ".name: must be a string (the function's name)")
@@ -181,56 +205,62 @@ func validateChatMessage(m string, i int) *Error {
 	}
 }
 
-// chatContent checks the content of messages[i]: a string or an array of
-// parts (user messages may hold images, audio and files, the others text;
-// assistant content may be null or absent, as when it calls tools).
-func chatContent(v string, i int, role string, assistant bool) *Error {
-	if isStr(v) || (assistant && isNull(v)) {
-		return nil
+// chatContent checks the content at c of messages[i], whose role is role:
+// a string or an array of parts (user messages may hold images, audio and
+// files, the others text; assistant content may be null or absent, as when
+// it calls tools).
+func chatContent(c *cursor, i int, role string) *Error {
+	if role == "function" {
+		return nil // a string or null, checked by validateChatMessage
 	}
-	it, ok := arrIter(v)
-	if !ok {
+	assistant := role == "assistant"
+	switch c.peek() {
+	case '"':
+		return nil
+	case 'n', 0:
+		if assistant {
+			return nil
+		}
+	}
+	if !c.arr() {
 		if assistant {
 			return badRequest(pathi("messages", i) + ".content: must be a string, an array of content parts or null")
 		}
 		return badRequest(pathi("messages", i) + ".content: must be a string or an array of content parts")
 	}
-	for j := 0; ; j++ {
-		p, ok := it.elem()
-		if !ok {
-			return nil
-		}
-		if err := chatPart(p, i, j, role); err != nil {
+	for j := 0; c.more(); j++ {
+		if err := chatPart(c, i, j, role); err != nil {
 			return err
 		}
 	}
+	return nil
 }
 
-// chatPart checks messages[i].content[j], p, in a message of role role.
-func chatPart(p string, i, j int, role string) *Error {
-	pi, ok := objIter(p)
-	if !ok {
+// chatPart checks messages[i].content[j], the value at c, in a message of
+// role role.
+func chatPart(c *cursor, i, j int, role string) *Error {
+	if !c.obj() {
 		return badRequest(pathi(pathi("messages", i)+".content", j) + ": must be an object {type, ...}")
 	}
 	var typ, text, image, audio, file, refusal string
 	for {
-		k, v, ok := pi.next()
+		k, ok := c.key()
 		if !ok {
 			break
 		}
 		switch k {
 		case "type":
-			typ = v
+			typ = c.raw()
 		case "text":
-			text = v
+			text = c.raw()
 		case "image_url":
-			image = v
+			image = c.raw()
 		case "input_audio":
-			audio = v
+			audio = c.raw()
 		case "file":
-			file = v
+			file = c.raw()
 		case "refusal":
-			refusal = v
+			refusal = c.raw()
 		}
 	}
 	bad := func(what string) *Error {
@@ -276,63 +306,97 @@ func chatPart(p string, i, j int, role string) *Error {
 	return nil
 }
 
-// chatToolCalls checks messages[i].tool_calls.
-func chatToolCalls(v string, i int) *Error {
-	if isNull(v) {
+// chatToolCalls checks the tool_calls at c of messages[i].
+func chatToolCalls(c *cursor, i int) *Error {
+	switch c.peek() {
+	case 'n', 0:
 		return nil
 	}
-	it, ok := arrIter(v)
-	if !ok {
+	if !c.arr() {
 		return badRequest(pathi("messages", i) + ".tool_calls: must be an array")
 	}
-	for j := 0; ; j++ {
-		c, ok := it.elem()
-		if !ok {
-			return nil
-		}
-		ci, ok := objIter(c)
-		if !ok {
-			return badRequest(pathi(pathi("messages", i)+".tool_calls", j) + ": must be an object {id, type, function}")
-		}
-		var id, typ, fn, custom string
-		for {
-			k, v, ok := ci.next()
-			if !ok {
-				break
-			}
-			switch k {
-			case "id":
-				id = v
-			case "type":
-				typ = v
-			case "function":
-				fn = v
-			case "custom":
-				custom = v
-			}
-		}
-		bad := func(what string) *Error {
-			return badRequest(pathi(pathi("messages", i)+".tool_calls", j) + what)
-		}
-		if !isStr(id) {
-			return bad(".id: must be a string")
-		}
-		switch {
-		case isNull(typ) || strEq(typ, "function"):
-			if !isObj(fn) || !isStr(field(fn, "name")) {
-				return bad(".function: must be an object {name, arguments}")
-			}
-			if a := field(fn, "arguments"); !isNull(a) && !isStr(a) {
-				return bad(".function.arguments: must be a string (JSON-encoded arguments)")
-			}
-		case strEq(typ, "custom"):
-			if !isObj(custom) || !isStr(field(custom, "name")) {
-				return bad(".custom: must be an object {name, input}")
-			}
-		default:
-			return bad(".type: must be function or custom")
+	for j := 0; c.more(); j++ {
+		if err := chatToolCall(c, i, j); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// chatToolCall checks messages[i].tool_calls[j], the value at c.
+func chatToolCall(c *cursor, i, j int) *Error {
+	bad := func(what string) *Error {
+		return badRequest(pathi(pathi("messages", i)+".tool_calls", j) + what)
+	}
+	if !c.obj() {
+		return bad(": must be an object {id, type, function}")
+	}
+	var id, typ, custom string
+	var fnErr *Error
+	for {
+		k, ok := c.key()
+		if !ok {
+			break
+		}
+		switch k {
+		case "id":
+			id = c.raw()
+		case "type":
+			typ = c.raw()
+		case "function":
+			at := c.begin()
+			fnErr = chatCallFunction(c, i, j)
+			c.finish(at, fnErr)
+		case "custom":
+			custom = c.raw()
+		}
+	}
+	if !isStr(id) {
+		return bad(".id: must be a string")
+	}
+	switch {
+	case isNull(typ) || strEq(typ, "function"):
+		return fnErr
+	case strEq(typ, "custom"):
+		if !isObj(custom) || !isStr(field(custom, "name")) {
+			return bad(".custom: must be an object {name, input}")
+		}
+		return nil
+	default:
+		return bad(".type: must be function or custom")
+	}
+}
+
+// chatCallFunction checks a tool call's function, the value at c (absent
+// when c is empty): an object with a name and, if any, string arguments.
+// Of duplicate members the first counts, as with field.
+func chatCallFunction(c *cursor, i, j int) *Error {
+	bad := func(what string) *Error {
+		return badRequest(pathi(pathi("messages", i)+".tool_calls", j) + what)
+	}
+	if !c.obj() {
+		return bad(".function: must be an object {name, arguments}")
+	}
+	var name, args string
+	for {
+		k, ok := c.key()
+		if !ok {
+			break
+		}
+		switch {
+		case k == "name" && name == "":
+			name = c.raw()
+		case k == "arguments" && args == "":
+			args = c.raw()
+		}
+	}
+	if !isStr(name) {
+		return bad(".function: must be an object {name, arguments}")
+	}
+	if !isNull(args) && !isStr(args) {
+		return bad(".function.arguments: must be a string (JSON-encoded arguments)")
+	}
+	return nil
 }
 
 func validateChatTools(v string) *Error {
@@ -425,7 +489,7 @@ func validateChatToolChoice(v string) *Error {
 func validateMessagesMember(k, v string) *Error {
 	switch k {
 	case "messages":
-		return validateMessagesMessages(v)
+		return validateMessagesMessages(cursorOn(v))
 	case "system":
 		return validateSystem(v)
 	case "tools":
@@ -451,66 +515,78 @@ func validateMessagesMember(k, v string) *Error {
 	return nil
 }
 
-func validateMessagesMessages(v string) *Error {
-	it, ok := arrIter(v)
-	if !ok {
+// validateMessagesMessages checks the messages at c and moves c past them.
+func validateMessagesMessages(c *cursor) *Error {
+	if !c.arr() {
 		return badRequest("messages: must be an array")
 	}
-	for i := 0; ; i++ {
-		m, ok := it.elem()
-		if !ok {
-			return nil
-		}
-		mi, ok := objIter(m)
-		if !ok {
-			return badRequest(pathi("messages", i) + ": must be an object {role, content}")
-		}
-		var role, content string
-		for {
-			k, v, ok := mi.next()
-			if !ok {
-				break
-			}
-			switch k {
-			case "role":
-				role = v
-			case "content":
-				content = v
-			}
-		}
-		switch {
-		case strEq(role, "user"), strEq(role, "assistant"):
-		case strEq(role, "system"): // accepted inside messages: a system prompt at that position
-			if err := validateSystemIn(content, pathi("messages", i)+".content"); err != nil {
-				return err
-			}
-			continue
-		default:
-			return badRequest(pathi("messages", i) + ".role: must be user, assistant or system")
-		}
-		if isStr(content) {
-			continue
-		}
-		ci, ok := arrIter(content)
-		if !ok {
-			return badRequest(pathi("messages", i) + ".content: must be a string or an array of content blocks")
-		}
-		for j := 0; ; j++ {
-			b, ok := ci.elem()
-			if !ok {
-				break
-			}
-			if err := validateBlock(b, i, j, -1); err != nil {
-				return err
-			}
+	for i := 0; c.more(); i++ {
+		if err := validateMessagesMessage(c, i); err != nil {
+			return err
 		}
 	}
+	return nil
 }
 
-// validateBlock checks the content block b: messages[i].content[j], or
-// element k of the content of that tool_result when k >= 0.
-func validateBlock(b string, i, j, k int) *Error {
-	bi, ok := objIter(b)
+// validateMessagesMessage checks messages[i], the value at c. Its content
+// is checked as it is walked, under the role read by then; a message whose
+// role comes after its content has its content checked again.
+func validateMessagesMessage(c *cursor, i int) *Error {
+	if !c.obj() {
+		return badRequest(pathi("messages", i) + ": must be an object {role, content}")
+	}
+	var role, content, contentRole string
+	var contentErr *Error
+	for {
+		k, ok := c.key()
+		if !ok {
+			break
+		}
+		switch k {
+		case "role":
+			role = c.raw()
+		case "content":
+			at := c.begin()
+			contentErr = messagesContent(c, i, role)
+			content, contentRole = c.finish(at, contentErr), role
+		}
+	}
+	switch {
+	case strEq(role, "user"), strEq(role, "assistant"):
+	case strEq(role, "system"): // accepted inside messages: a system prompt at that position
+	default:
+		return badRequest(pathi("messages", i) + ".role: must be user, assistant or system")
+	}
+	if contentRole != role { // no content, or the role came after it
+		contentErr = messagesContent(cursorOn(content), i, role)
+	}
+	return contentErr
+}
+
+// messagesContent checks the content at c of messages[i], whose role is
+// role (raw): a system prompt's text blocks, or a string or content blocks.
+func messagesContent(c *cursor, i int, role string) *Error {
+	if strEq(role, "system") {
+		return validateSystemIn(c, pathi("messages", i)+".content")
+	}
+	if c.peek() == '"' {
+		return nil
+	}
+	if !c.arr() {
+		return badRequest(pathi("messages", i) + ".content: must be a string or an array of content blocks")
+	}
+	for j := 0; c.more(); j++ {
+		if err := validateBlock(c, i, j, -1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateBlock checks the content block at c: messages[i].content[j], or
+// element k of the content of that tool_result when k >= 0. A tool
+// result's content is checked as it is walked.
+func validateBlock(c *cursor, i, j, k int) *Error {
 	bad := func(what string) *Error {
 		p := pathi(pathi("messages", i)+".content", j)
 		if k >= 0 {
@@ -518,40 +594,47 @@ func validateBlock(b string, i, j, k int) *Error {
 		}
 		return badRequest(p + what)
 	}
-	if !ok {
+	if !c.obj() {
 		return bad(": must be a content block object {type, ...}")
 	}
 	var typ, text, thinking, data, id, name, input, toolUseID, content, isError, source, title string
+	var contentErr *Error
 	for {
-		key, v, ok := bi.next()
+		key, ok := c.key()
 		if !ok {
 			break
 		}
 		switch key {
 		case "type":
-			typ = v
+			typ = c.raw()
 		case "text":
-			text = v
+			text = c.raw()
 		case "thinking":
-			thinking = v
+			thinking = c.raw()
 		case "data":
-			data = v
+			data = c.raw()
 		case "id":
-			id = v
+			id = c.raw()
 		case "name":
-			name = v
+			name = c.raw()
 		case "input":
-			input = v
+			input = c.raw()
 		case "tool_use_id":
-			toolUseID = v
+			toolUseID = c.raw()
 		case "content":
-			content = v
+			if k >= 0 { // what a tool result's block holds is not checked
+				content = c.raw()
+				break
+			}
+			at := c.begin()
+			contentErr = toolResultContent(c, i, j, bad)
+			content = c.finish(at, contentErr)
 		case "is_error":
-			isError = v
+			isError = c.raw()
 		case "source":
-			source = v
+			source = c.raw()
 		case "title":
-			title = v
+			title = c.raw()
 		}
 	}
 	if !isStr(typ) {
@@ -596,22 +679,7 @@ func validateBlock(b string, i, j, k int) *Error {
 		if err := checkBool(isError, ""); err != nil {
 			return bad(".is_error: must be a boolean")
 		}
-		if isNull(content) || isStr(content) {
-			return nil
-		}
-		ci, ok := arrIter(content)
-		if !ok {
-			return bad(".content: must be a string or an array of content blocks")
-		}
-		for n := 0; ; n++ {
-			cb, ok := ci.elem()
-			if !ok {
-				return nil
-			}
-			if err := validateBlock(cb, i, j, n); err != nil {
-				return err
-			}
-		}
+		return contentErr
 	default:
 		if isServerBlock(t) {
 			return bad(": " + t + " blocks belong to server-side tools, which are not supported; leave them out of the history")
@@ -620,29 +688,61 @@ func validateBlock(b string, i, j, k int) *Error {
 	return nil
 }
 
-// validateSystem checks system: a string or an array of text blocks.
-func validateSystem(v string) *Error { return validateSystemIn(v, "system") }
-
-func validateSystemIn(v, path string) *Error {
-	if isStr(v) {
+// toolResultContent checks the content at c of the block
+// messages[i].content[j] as a tool result's: a string, null or blocks.
+func toolResultContent(c *cursor, i, j int, bad func(string) *Error) *Error {
+	switch c.peek() {
+	case '"', 'n':
 		return nil
 	}
-	it, ok := arrIter(v)
-	if !ok {
+	if !c.arr() {
+		return bad(".content: must be a string or an array of content blocks")
+	}
+	for n := 0; c.more(); n++ {
+		if err := validateBlock(c, i, j, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateSystem checks system: a string or an array of text blocks.
+func validateSystem(v string) *Error { return validateSystemIn(cursorOn(v), "system") }
+
+// validateSystemIn checks the system prompt at c, the value at path. Of a
+// block's duplicate members the first counts, as with field.
+func validateSystemIn(c *cursor, path string) *Error {
+	if c.peek() == '"' {
+		return nil
+	}
+	if !c.arr() {
 		return badRequest(path + ": must be a string or an array of text blocks")
 	}
-	for i := 0; ; i++ {
-		b, ok := it.elem()
-		if !ok {
-			return nil
-		}
-		if !isObj(b) || !strEq(field(b, "type"), "text") {
+	for i := 0; c.more(); i++ {
+		if !c.obj() {
 			return badRequest(pathi(path, i) + ": only text blocks are allowed in system")
 		}
-		if !isStr(field(b, "text")) {
+		var typ, text string
+		for {
+			k, ok := c.key()
+			if !ok {
+				break
+			}
+			switch {
+			case k == "type" && typ == "":
+				typ = c.raw()
+			case k == "text" && text == "":
+				text = c.raw()
+			}
+		}
+		if !strEq(typ, "text") {
+			return badRequest(pathi(path, i) + ": only text blocks are allowed in system")
+		}
+		if !isStr(text) {
 			return badRequest(pathi(path, i) + ".text: must be a string")
 		}
 	}
+	return nil
 }
 
 // validateMessagesTools checks tools: client tools need a name and an

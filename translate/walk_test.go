@@ -1,0 +1,98 @@
+package translate
+
+import (
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// The single-pass walk (walk.go) must not change what a request becomes:
+// each FuzzWalk* target runs one pair of formats through today's code and
+// through the code before the walk (walk_ref_test.go, generated from
+// f786ef7) and wants the same bytes, the same Request and the same error,
+// for every configuration of that upstream, and the same verdict from the
+// validator alone.
+
+func FuzzWalkChatPass(f *testing.F)       { fuzzWalk(f, Chat, Chat) }
+func FuzzWalkMessagesPass(f *testing.F)   { fuzzWalk(f, Messages, Messages) }
+func FuzzWalkMessagesToChat(f *testing.F) { fuzzWalk(f, Messages, Chat) }
+func FuzzWalkChatToMessages(f *testing.F) { fuzzWalk(f, Chat, Messages) }
+
+func fuzzWalk(f *testing.F, client, up Format) {
+	seedFiles(f, "requests/*.in.json")
+	seedClientBodies(f)
+	for _, c := range refusedShapes[client] {
+		f.Add([]byte(c.body))
+	}
+	for _, b := range acceptedShapes[client] {
+		f.Add([]byte(b))
+	}
+	for _, n := range []int{1 << 10, 4 << 10} {
+		f.Add(history(client, n))
+	}
+	var cfgs []*Config
+	for i := range fuzzConfigs {
+		if fuzzConfigs[i].Upstream == up {
+			cfgs = append(cfgs, &fuzzConfigs[i])
+		}
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, cfg := range cfgs {
+			checkWalk(t, client, cfg, body)
+		}
+		if s := trimJSON(string(body)); isObj(s) && gjson.Valid(s) {
+			got, want := validateBody(client, s), oldValidateBody(client, s)
+			if !sameError(got, want) {
+				t.Fatalf("validator: %v, want %v\n%s", got, want, body)
+			}
+		}
+	})
+}
+
+// checkWalk compares one translation with the reference.
+func checkWalk(t *testing.T, client Format, cfg *Config, body []byte) {
+	t.Helper()
+	for _, valid := range []bool{false, true} {
+		if valid && !gjson.ValidBytes(body) {
+			continue // TranslateValidRequest wants what the gate checked
+		}
+		out, req, err := translateRequest(client, body, cfg, nil, valid)
+		wout, wreq, werr := oldTranslateRequest(client, body, cfg, nil, valid)
+		if string(out) != string(wout) || req != wreq || !sameError(err, werr) {
+			t.Fatalf("%v -> %v (%+v, valid %v):\n got %s %+v %v\nwant %s %+v %v\nbody %s",
+				client, cfg.Upstream, *cfg, valid, out, req, err, wout, wreq, werr, body)
+		}
+	}
+}
+
+func sameError(a, b *Error) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+func oldValidateBody(f Format, s string) *Error {
+	it, _ := objIter(s)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			return nil
+		}
+		if err := oldValidateMember(f, k, v); err != nil {
+			return err
+		}
+	}
+}
+
+// TestWalkHistory: the benchmark's histories, and the captured clients'
+// bodies, every pair and configuration, as the reference reads them.
+func TestWalkHistory(t *testing.T) {
+	for _, client := range []Format{Chat, Messages} {
+		for _, n := range []int{0, 2 << 10, 20 << 10} {
+			for i := range fuzzConfigs {
+				checkWalk(t, client, &fuzzConfigs[i], history(client, n))
+			}
+		}
+	}
+}
