@@ -45,23 +45,11 @@ func trimJSON(s string) string {
 // stringEnd returns the index just past the string literal starting at s[i]
 // (which is '"'), or -1.
 func stringEnd(s string, i int) int {
-	j := i + 1
-	// Most strings in these bodies (keys, short values, stream deltas) are
-	// short: a plain loop beats a call; long ones go to IndexByte.
-	for end := min(len(s), j+32); j < end; j++ {
-		switch s[j] {
-		case '"':
-			return j + 1
-		case '\\':
-			j++
-		}
-	}
-	for j < len(s) {
-		k := strings.IndexByte(s[j:], '"')
-		if k < 0 {
+	for j := i + 1; ; j++ {
+		j = nextQuote(s, j)
+		if j < 0 {
 			return -1
 		}
-		j += k
 		// The quote is escaped when an odd number of backslashes precede it.
 		n := 0
 		for b := j - 1; b > i && s[b] == '\\'; b-- {
@@ -70,7 +58,20 @@ func stringEnd(s string, i int) int {
 		if n%2 == 0 {
 			return j + 1
 		}
-		j++
+	}
+}
+
+// nextQuote returns the index of the first '"' at or after s[j], or -1.
+// Most strings in these bodies (keys, short values, stream deltas) are
+// short: eight bytes at a time beats a call; long ones go to IndexByte.
+func nextQuote(s string, j int) int {
+	for end := min(len(s), j+32); j+8 <= end; j += 8 {
+		if m := quotes(load8(s, j)); m != 0 {
+			return j + firstFlag(m)
+		}
+	}
+	if k := strings.IndexByte(s[j:], '"'); k >= 0 {
+		return j + k
 	}
 	return -1
 }

@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-
-	"github.com/tidwall/gjson"
 )
 
 // Request is what the response side needs to know about the request it
@@ -38,14 +36,15 @@ func TranslateRequest(client Format, body []byte, cfg *Config, buf []byte) ([]by
 }
 
 // TranslateValidRequest is TranslateRequest for a body the caller has
-// already checked is well-formed JSON (the gate parsed it before): it skips
-// that second pass over the body, which is half the work for a long history.
-// Everything else is still checked.
+// already checked with CheckBody (the gate does): well-formed JSON nested at
+// most DefaultMaxDepth deep. It skips that pass over the body, a third of the
+// work for a long history; only a cfg.MaxDepth below the default is checked
+// again. Everything else is still checked.
 func TranslateValidRequest(client Format, body []byte, cfg *Config, buf []byte) ([]byte, Request, *Error) {
 	return translateRequest(client, body, cfg, buf, true)
 }
 
-func translateRequest(client Format, body []byte, cfg *Config, buf []byte, valid bool) ([]byte, Request, *Error) {
+func translateRequest(client Format, body []byte, cfg *Config, buf []byte, checked bool) ([]byte, Request, *Error) {
 	if len(body) > cfg.maxBody() {
 		return buf, Request{}, NewError(http.StatusRequestEntityTooLarge, RequestTooLarge,
 			"request body is larger than "+strconv.Itoa(cfg.maxBody())+" bytes")
@@ -54,11 +53,13 @@ func translateRequest(client Format, body []byte, cfg *Config, buf []byte, valid
 	if !isObj(s) {
 		return buf, Request{}, badRequest("request body must be a JSON object")
 	}
-	if maxDepth(s, cfg.maxDepth()) > cfg.maxDepth() {
-		return buf, Request{}, badRequest("request body is nested more than " + strconv.Itoa(cfg.maxDepth()) + " levels deep")
-	}
-	if !valid && !gjson.Valid(s) {
-		return buf, Request{}, badRequest("request body is not valid JSON")
+	switch limit := cfg.maxDepth(); {
+	case !checked:
+		if err := checkBody(s, limit); err != nil {
+			return buf, Request{}, err
+		}
+	case limit < DefaultMaxDepth && maxDepth(s, limit) > limit:
+		return buf, Request{}, badRequest(tooDeepMessage(limit))
 	}
 	mark := len(buf)
 	var (

@@ -1,0 +1,330 @@
+package translate
+
+// One pass over a body that checks it is JSON and how deep it nests. It
+// accepts exactly what gjson.Valid accepts (RFC 8259 JSON, except that
+// strings are not checked for valid UTF-8) but keeps its open objects and
+// arrays on a bit stack instead of recursing, so a deep body costs no stack
+// and is refused as soon as it passes the limit. Strings, most of a body's
+// bytes, are scanned eight bytes at a time.
+
+import (
+	"math/bits"
+	"strconv"
+)
+
+// CheckBody checks that body is JSON nested at most DefaultMaxDepth deep: the
+// two checks a request's translation starts with, so that a caller (the gate)
+// can make them in one pass and hand the body to TranslateValidRequest. The
+// error is the one TranslateRequest gives for the same body.
+func CheckBody(body []byte) *Error {
+	return checkBody(trimJSON(b2s(body)), DefaultMaxDepth)
+}
+
+// checkBody is CheckBody with a limit; the too-deep error comes first, as it
+// always has.
+func checkBody(s string, limit int) *Error {
+	ok, tooDeep := checkJSON(s, limit)
+	if tooDeep {
+		return badRequest(tooDeepMessage(limit))
+	}
+	if !ok {
+		return badRequest("request body is not valid JSON")
+	}
+	return nil
+}
+
+func tooDeepMessage(limit int) string {
+	return "request body is nested more than " + strconv.Itoa(limit) + " levels deep"
+}
+
+// validJSONAny reports whether s is JSON at any depth, as gjson.Valid does.
+func validJSONAny(s string) bool {
+	ok, _ := checkJSON(s, len(s)) // s cannot nest deeper than its length
+	return ok
+}
+
+// checkJSON reports whether s is JSON (ok) and whether objects and arrays
+// nest in it more than limit deep. tooDeep is maxDepth(s, limit) > limit for
+// any s, broken or not, so that callers keep their errors' order; ok is
+// false when tooDeep.
+func checkJSON(s string, limit int) (ok, tooDeep bool) {
+	ok, tooDeep = scanJSON(s, limit)
+	if !ok && !tooDeep {
+		// Broken before it got too deep: the rest may still be deep, and a
+		// depth error comes before a syntax one. Rare, so counted apart.
+		tooDeep = maxDepth(s, limit) > limit
+	}
+	return ok, tooDeep
+}
+
+// scanJSON is checkJSON's pass; it stops at the first fault, so tooDeep is
+// true only when s is well formed up to the bracket that goes too deep.
+func scanJSON(s string, limit int) (ok, tooDeep bool) {
+	var open nesting
+	i := 0
+	for {
+		// A value starts at s[i], after whitespace.
+		i = skipWS(s, i)
+		if i >= len(s) {
+			return false, false
+		}
+		switch c := s[i]; c {
+		case '{', '[':
+			if open.depth >= limit {
+				return false, true
+			}
+			i = skipWS(s, i+1)
+			if i < len(s) && s[i] == closer(c) {
+				i++ // empty: it counts as a level, but stays open for no value
+				break
+			}
+			open.push(c == '{')
+			if c == '{' {
+				if i = memberValue(s, i); i < 0 {
+					return false, false
+				}
+			}
+			continue
+		case '"':
+			i = stringBodyEnd(s, i+1)
+		case 't':
+			i = literalEnd(s, i, "true")
+		case 'f':
+			i = literalEnd(s, i, "false")
+		case 'n':
+			i = literalEnd(s, i, "null")
+		default:
+			i = numberEnd(s, i)
+		}
+		if i = open.next(s, i); i < 0 {
+			return false, false
+		}
+		if open.depth == 0 {
+			return true, false
+		}
+	}
+}
+
+func closer(open byte) byte {
+	if open == '{' {
+		return '}'
+	}
+	return ']'
+}
+
+// nesting is the stack of open containers, one bit each (set for an
+// object). The first 256 levels need no allocation.
+type nesting struct {
+	depth int
+	low   [4]uint64
+	high  []uint64 // levels 256 and deeper
+}
+
+func (n *nesting) word(d int) *uint64 {
+	if d < 256 {
+		return &n.low[d>>6]
+	}
+	w := d>>6 - len(n.low)
+	for w >= len(n.high) {
+		n.high = append(n.high, 0)
+	}
+	return &n.high[w]
+}
+
+func (n *nesting) push(obj bool) {
+	w, bit := n.word(n.depth), uint64(1)<<(n.depth&63)
+	if obj {
+		*w |= bit
+	} else {
+		*w &^= bit
+	}
+	n.depth++
+}
+
+// inObject reports whether the innermost open container is an object.
+func (n *nesting) inObject() bool {
+	d := n.depth - 1
+	return *n.word(d)&(1<<(d&63)) != 0
+}
+
+// next moves on from a value that ended just before s[i] (-1 when it was
+// not one): past the containers it closes and the comma after it, with the
+// next member's key. It returns where the next value starts, len(s) when the
+// value ended the body, or -1.
+func (n *nesting) next(s string, i int) int {
+	for i >= 0 {
+		i = skipWS(s, i)
+		switch {
+		case n.depth == 0:
+			if i == len(s) {
+				return i
+			}
+			return -1
+		case i >= len(s):
+			return -1
+		case s[i] == ',':
+			if n.inObject() {
+				return memberValue(s, skipWS(s, i+1))
+			}
+			return i + 1
+		case s[i] == '}' || s[i] == ']':
+			if (s[i] == '}') != n.inObject() {
+				return -1
+			}
+			n.depth--
+			i++
+		default:
+			return -1
+		}
+	}
+	return -1
+}
+
+// memberValue reads `"key":` at s[i] and returns where the member's value
+// may start, or -1.
+func memberValue(s string, i int) int {
+	if i >= len(s) || s[i] != '"' {
+		return -1
+	}
+	i = stringBodyEnd(s, i+1)
+	if i < 0 {
+		return -1
+	}
+	i = skipWS(s, i)
+	if i >= len(s) || s[i] != ':' {
+		return -1
+	}
+	return i + 1
+}
+
+// Word-at-a-time byte tests (the "haszero" family). Each sets the high bit of
+// the bytes of w that match; only the lowest set one is sure to (a borrow may
+// set false ones above it), which is the one a scan wants.
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// load8 reads s[i:i+8] as a little-endian word; the compiler makes it one load.
+func load8(s string, i int) uint64 {
+	s = s[i : i+8]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// stringStops flags the bytes of w that stop a scan of a string's body: a
+// quote, a backslash or a control byte (below 0x20). x^0x02 keeps the control
+// bytes below 0x20 and turns '"' into 0x20, so one test for bytes below 0x21
+// finds both.
+func stringStops(w uint64) uint64 {
+	q := w ^ ones*0x02
+	b := w ^ ones*'\\'
+	return ((q - ones*0x21) | (b - ones)) &^ w & highs
+}
+
+// quotes flags the bytes of w that are '"'.
+func quotes(w uint64) uint64 {
+	q := w ^ ones*'"'
+	return (q - ones) &^ w & highs
+}
+
+// firstFlag is the index of w's lowest flagged byte; w != 0.
+func firstFlag(w uint64) int { return bits.TrailingZeros64(w) >> 3 }
+
+// stringBodyEnd returns the index just past the string whose body starts at
+// s[i] (just past its opening quote), or -1 when it is not closed, holds a
+// byte below 0x20, or has an escape JSON does not define.
+func stringBodyEnd(s string, i int) int {
+	for {
+		for ; i+8 <= len(s); i += 8 {
+			if m := stringStops(load8(s, i)); m != 0 {
+				i += firstFlag(m)
+				goto stop
+			}
+		}
+		for i < len(s) && s[i] != '"' && s[i] != '\\' && s[i] >= 0x20 {
+			i++
+		}
+		if i >= len(s) {
+			return -1
+		}
+	stop:
+		switch c := s[i]; {
+		case c == '"':
+			return i + 1
+		case c < 0x20:
+			return -1
+		}
+		if i = escapeEnd(s, i); i < 0 {
+			return -1
+		}
+	}
+}
+
+// escapeEnd returns the index just past the escape at s[i] ('\\'), or -1.
+func escapeEnd(s string, i int) int {
+	if i+1 >= len(s) {
+		return -1
+	}
+	switch s[i+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return i + 2
+	case 'u':
+		if i+6 <= len(s) && isHex(s[i+2]) && isHex(s[i+3]) && isHex(s[i+4]) && isHex(s[i+5]) {
+			return i + 6
+		}
+	}
+	return -1
+}
+
+func isHex(c byte) bool { return c >= '0' && c <= '9' || c|0x20 >= 'a' && c|0x20 <= 'f' }
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// literalEnd returns the index just past lit at s[i], or -1.
+func literalEnd(s string, i int, lit string) int {
+	if len(s)-i >= len(lit) && s[i:i+len(lit)] == lit {
+		return i + len(lit)
+	}
+	return -1
+}
+
+// numberEnd returns the index just past the number at s[i], or -1:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func numberEnd(s string, i int) int {
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(s) || !isDigit(s[i]):
+		return -1
+	case s[i] == '0':
+		i++
+	default:
+		i = digitsEnd(s, i)
+	}
+	if i < len(s) && s[i] == '.' {
+		if i+1 >= len(s) || !isDigit(s[i+1]) {
+			return -1
+		}
+		i = digitsEnd(s, i+1)
+	}
+	if i < len(s) && s[i]|0x20 == 'e' {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if i >= len(s) || !isDigit(s[i]) {
+			return -1
+		}
+		i = digitsEnd(s, i)
+	}
+	return i
+}
+
+func digitsEnd(s string, i int) int {
+	for i < len(s) && isDigit(s[i]) {
+		i++
+	}
+	return i
+}
