@@ -238,27 +238,24 @@ func appendSystemChat(dst []byte, v, path string, est *tally) ([]byte, *Error) {
 }
 
 func appendMessagesChat(dst []byte, v string, est *tally) ([]byte, *Error) {
-	it, _ := arrIter(v)
+	c := cursor{s: v}
+	c.arr()
 	var err *Error
-	for i := 0; ; i++ {
-		m, ok := it.elem()
-		if !ok {
-			return dst, nil
-		}
+	for i := 0; c.more(); i++ {
 		path := pathi("messages", i)
 		est.n += tokensPerMessage
 		var role, content string
-		mi, _ := objIter(m)
+		c.obj()
 		for {
-			k, v, ok := mi.next()
+			k, ok := c.key()
 			if !ok {
 				break
 			}
 			switch k {
 			case "role":
-				role = v
+				role = c.raw()
 			case "content":
-				content = v
+				content = c.raw()
 			}
 		}
 		// An object with a valid role and content (validated).
@@ -276,6 +273,7 @@ func appendMessagesChat(dst []byte, v string, est *tally) ([]byte, *Error) {
 			return dst, err
 		}
 	}
+	return dst, nil
 }
 
 func blockType(b, path string) (string, *Error) {
@@ -299,16 +297,17 @@ type block struct {
 	toolUseID, content, isError, source string
 }
 
-// readBlock reads the content block b, the element at path.
-func readBlock(b, path string) (block, *Error) {
-	bl := block{raw: b}
-	it, ok := objIter(b)
-	if !ok {
+// readBlock reads the content block at c, the element at path, and moves c
+// past it.
+func readBlock(c *cursor, path string) (block, *Error) {
+	var bl block
+	at := c.begin()
+	if !c.obj() {
 		return bl, badRequest(path + ": must be a content block object")
 	}
 	var typ string
 	for {
-		k, v, ok := it.next()
+		k, ok := c.key()
 		if !ok {
 			break
 		}
@@ -337,10 +336,11 @@ func readBlock(b, path string) (block, *Error) {
 		default:
 			continue
 		}
-		if *dst == "" {
-			*dst = v
+		if *dst == "" { // the first of duplicates counts, as with field
+			*dst = c.raw()
 		}
 	}
+	bl.raw = c.finish(at, nil)
 	if !isStr(typ) {
 		return bl, badRequest(path + ".type: must be a string")
 	}
@@ -384,14 +384,11 @@ func userToChat(dst []byte, content, path string, est *tally) ([]byte, *Error) {
 		parts    int
 		soleText string
 	)
-	it, _ := arrIter(content)
-	for i := 0; ; i++ {
-		raw, ok := it.elem()
-		if !ok {
-			break
-		}
+	c := cursor{s: content}
+	c.arr()
+	for i := 0; c.more(); i++ {
 		bp := pathi(path+".content", i)
-		b, err := readBlock(raw, bp)
+		b, err := readBlock(&c, bp)
 		if err != nil {
 			return dst, err
 		}
@@ -501,20 +498,16 @@ func toolResultToChat(dst []byte, b *block, path string, est *tally) ([]byte, in
 		dst = append(dst, c...)
 		return append(dst, '}'), 0, nil
 	}
-	it, ok := arrIter(c)
-	if !ok {
+	it := cursor{s: c}
+	if !it.arr() {
 		return dst, 0, badRequest(path + ".content: must be a string or an array of content blocks")
 	}
 	images := 0
 	first := true
 	dst = append(dst, '"')
-	for j := 0; ; j++ {
-		raw, ok := it.elem()
-		if !ok {
-			break
-		}
+	for j := 0; it.more(); j++ {
 		cp := pathi(path+".content", j)
-		cb, err := readBlock(raw, cp)
+		cb, err := readBlock(&it, cp)
 		if err != nil {
 			return dst, 0, err
 		}
@@ -656,14 +649,11 @@ func assistantToChat(dst []byte, content, path string, est *tally) ([]byte, *Err
 	var buf [8]block
 	blocks := buf[:0]
 	var texts, tools, thinks int
-	it, _ := arrIter(content)
-	for i := 0; ; i++ {
-		raw, ok := it.elem()
-		if !ok {
-			break
-		}
+	c := cursor{s: content}
+	c.arr()
+	for i := 0; c.more(); i++ {
 		bp := pathi(path+".content", i)
-		b, err := readBlock(raw, bp)
+		b, err := readBlock(&c, bp)
 		if err != nil {
 			return dst, err
 		}
