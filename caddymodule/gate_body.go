@@ -93,8 +93,10 @@ func scanInference(body []byte, format translate.Format) (inferenceFields, error
 		}
 		return f, errors.New("request body is empty; send a JSON object with model and messages")
 	}
-	if !gjson.Valid(s) {
-		return f, errors.New("request body is not valid JSON")
+	// JSON nested no deeper than the translator takes, in one pass, so that
+	// the translator need not check again (TranslateValidRequest).
+	if err := translate.CheckBody(body); err != nil {
+		return f, errors.New(err.Message)
 	}
 	root := gjson.Parse(s)
 	if !root.IsObject() {

@@ -564,6 +564,7 @@ func TestGateBadBodies(t *testing.T) {
 		{"too large, no length", big, 413, "request_too_large", "larger than", true, ""},
 		{"not JSON", `{"model":`, 400, "invalid_request_error", "not valid JSON", false, ""},
 		{"not an object", `[1,2]`, 400, "invalid_request_error", "JSON object", false, ""},
+		{"too deep", `{"model":"qwen3-32b","messages":` + strings.Repeat("[", 129) + strings.Repeat("]", 129) + `}`, 400, "invalid_request_error", "nested more than 128 levels deep", false, ""},
 		{"no model", `{"messages":[]}`, 400, "invalid_request_error", "model is required", false, ""},
 		{"model not a string", `{"model":7}`, 400, "invalid_request_error", "model must be", false, ""},
 		{"empty", ``, 400, "invalid_request_error", "empty", false, ""},

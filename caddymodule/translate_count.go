@@ -14,7 +14,6 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
 	"github.com/timeblock/timeblock/translate"
@@ -44,9 +43,10 @@ func (t *Translate) serveCountTokens(w http.ResponseWriter, r *http.Request, nex
 		case err != nil:
 			return translate.WriteError(w, translate.Messages, http.StatusBadRequest, translate.InvalidRequest,
 				"could not read the request body: "+err.Error())
-		case !gjson.ValidBytes(body):
-			return translate.WriteError(w, translate.Messages, http.StatusBadRequest, translate.InvalidRequest,
-				"request body is not valid JSON")
+		default:
+			if terr := translate.CheckBody(body); terr != nil {
+				return terr.Write(w, translate.Messages)
+			}
 		}
 	}
 	if t.cfg.Upstream != translate.Messages {

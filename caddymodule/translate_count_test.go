@@ -59,6 +59,7 @@ func TestTranslateCountTokensChatUpstream(t *testing.T) {
 
 	for _, tc := range []struct{ name, body, msg string }{
 		{"not JSON", `{"model":`, "not valid JSON"},
+		{"too deep", `{"model":"m","messages":` + strings.Repeat("[", 129) + strings.Repeat("]", 129) + `}`, "nested more than 128 levels deep"},
 		{"no messages", `{"model":"m"}`, "messages: field required"},
 	} {
 		w := httptest.NewRecorder()

@@ -45,27 +45,14 @@ func TranslateValidRequest(client Format, body []byte, cfg *Config, buf []byte) 
 }
 
 func translateRequest(client Format, body []byte, cfg *Config, buf []byte, checked bool) ([]byte, Request, *Error) {
-	if len(body) > cfg.maxBody() {
-		return buf, Request{}, NewError(http.StatusRequestEntityTooLarge, RequestTooLarge,
-			"request body is larger than "+strconv.Itoa(cfg.maxBody())+" bytes")
-	}
-	s := trimJSON(b2s(body))
-	if !isObj(s) {
-		return buf, Request{}, badRequest("request body must be a JSON object")
-	}
-	switch limit := cfg.maxDepth(); {
-	case !checked:
-		if err := checkBody(s, limit); err != nil {
-			return buf, Request{}, err
-		}
-	case limit < DefaultMaxDepth && maxDepth(s, limit) > limit:
-		return buf, Request{}, badRequest(tooDeepMessage(limit))
+	s, err := checkRequest(body, cfg, checked)
+	if err != nil {
+		return buf, Request{}, err
 	}
 	mark := len(buf)
 	var (
 		out []byte
 		req Request
-		err *Error
 	)
 	switch {
 	case client == Messages && cfg.Upstream == Chat:
@@ -83,6 +70,29 @@ func translateRequest(client Format, body []byte, cfg *Config, buf []byte, check
 		return buf[:mark], Request{}, err
 	}
 	return out, req, nil
+}
+
+// checkRequest makes the checks every translation starts with (size, a JSON
+// object, well-formed and not too deep unless the caller checked) and
+// returns the body as a string without surrounding space.
+func checkRequest(body []byte, cfg *Config, checked bool) (string, *Error) {
+	if len(body) > cfg.maxBody() {
+		return "", NewError(http.StatusRequestEntityTooLarge, RequestTooLarge,
+			"request body is larger than "+strconv.Itoa(cfg.maxBody())+" bytes")
+	}
+	s := trimJSON(b2s(body))
+	if !isObj(s) {
+		return "", badRequest("request body must be a JSON object")
+	}
+	switch limit := cfg.maxDepth(); {
+	case !checked:
+		if err := checkBody(s, limit); err != nil {
+			return "", err
+		}
+	case limit < DefaultMaxDepth && maxDepth(s, limit) > limit:
+		return "", badRequest(tooDeepMessage(limit))
+	}
+	return s, nil
 }
 
 // serverToolPrefixes are the type prefixes of vendor tools that run on the

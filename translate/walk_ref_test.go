@@ -2,13 +2,6 @@
 
 package translate
 
-import (
-	"net/http"
-	"strconv"
-
-	"github.com/tidwall/gjson"
-)
-
 func oldValidateMember(client Format, k, v string) *Error {
 	if isNull(v) {
 		return nil
@@ -2171,43 +2164,4 @@ func oldPassRequest(client Format, dst []byte, s string, cfg *Config) ([]byte, R
 	}
 	dst = r.appendReasoning(dst, cfg, chat)
 	return append(dst, '}'), req, nil
-}
-
-func oldTranslateRequest(client Format, body []byte, cfg *Config, buf []byte, valid bool) ([]byte, Request, *Error) {
-	if len(body) > cfg.maxBody() {
-		return buf, Request{}, NewError(http.StatusRequestEntityTooLarge, RequestTooLarge,
-			"request body is larger than "+strconv.Itoa(cfg.maxBody())+" bytes")
-	}
-	s := trimJSON(b2s(body))
-	if !isObj(s) {
-		return buf, Request{}, badRequest("request body must be a JSON object")
-	}
-	if maxDepth(s, cfg.maxDepth()) > cfg.maxDepth() {
-		return buf, Request{}, badRequest("request body is nested more than " + strconv.Itoa(cfg.maxDepth()) + " levels deep")
-	}
-	if !valid && !gjson.Valid(s) {
-		return buf, Request{}, badRequest("request body is not valid JSON")
-	}
-	mark := len(buf)
-	var (
-		out []byte
-		req Request
-		err *Error
-	)
-	switch {
-	case client == Messages && cfg.Upstream == Chat:
-		out, req, err = oldMessagesToChat(buf, s, cfg)
-	case client == Chat && cfg.Upstream == Messages:
-		out, req, err = oldChatToMessages(buf, s, cfg)
-	case client == Chat || client == Messages:
-		out, req, err = oldPassRequest(client, buf, s, cfg)
-	case client == Responses:
-		out, req, err = responsesRequest(buf, s, cfg)
-	default:
-		err = NewError(http.StatusNotFound, NotFound, "unknown inference endpoint; use /v1/chat/completions, /v1/messages or /v1/responses")
-	}
-	if err != nil {
-		return buf[:mark], Request{}, err
-	}
-	return out, req, nil
 }

@@ -65,6 +65,33 @@ func checkWalk(t *testing.T, client Format, cfg *Config, body []byte) {
 	}
 }
 
+// oldTranslateRequest is translateRequest with the readers at f786ef7.
+func oldTranslateRequest(client Format, body []byte, cfg *Config, buf []byte, checked bool) ([]byte, Request, *Error) {
+	s, err := checkRequest(body, cfg, checked)
+	if err != nil {
+		return buf, Request{}, err
+	}
+	mark := len(buf)
+	var (
+		out []byte
+		req Request
+	)
+	switch {
+	case client == Messages && cfg.Upstream == Chat:
+		out, req, err = oldMessagesToChat(buf, s, cfg)
+	case client == Chat && cfg.Upstream == Messages:
+		out, req, err = oldChatToMessages(buf, s, cfg)
+	case client == Chat || client == Messages:
+		out, req, err = oldPassRequest(client, buf, s, cfg)
+	default:
+		out, req, err = responsesRequest(buf, s, cfg)
+	}
+	if err != nil {
+		return buf[:mark], Request{}, err
+	}
+	return out, req, nil
+}
+
 func sameError(a, b *Error) bool {
 	if a == nil || b == nil {
 		return a == b
