@@ -74,6 +74,7 @@ func (x *respStream) reset(upstream Format, req Request, cfg *Config) {
 	in := req
 	in.IncludeUsage = true // usage goes into response.completed
 	x.inner.Reset(Chat, upstream, in, cfg)
+	x.inner.keepView = true
 	*x = respStream{
 		inner: x.inner, buf: x.buf[:0], scratch: x.scratch[:0], opts: req.resp,
 		base: x.base[:0], model: x.model[:0], created: now().Unix(),
@@ -83,12 +84,14 @@ func (x *respStream) reset(upstream Format, req Request, cfg *Config) {
 
 func (s *Stream) respWrite(dst, p []byte) []byte {
 	x := s.rx
+	x.inner.pvAt = -1 // an offset in the last call's output
 	x.buf = x.inner.Write(x.buf[:0], p)
 	return s.respDrain(dst)
 }
 
 func (s *Stream) respClose(dst []byte) []byte {
 	x := s.rx
+	x.inner.pvAt = -1
 	x.buf = x.inner.Close(x.buf[:0])
 	dst = s.respDrain(dst)
 	if !s.done { // the inner stream always ends; this is a safety net
@@ -101,15 +104,20 @@ func (s *Stream) respClose(dst []byte) []byte {
 
 func (s *Stream) respAbort(dst []byte, e *Error) []byte {
 	x := s.rx
+	x.inner.pvAt = -1
 	x.buf = x.inner.Abort(x.buf[:0], e)
 	return s.respDrain(dst)
 }
 
-// respDrain writes the Responses events for the chat events in rx.buf.
+// respDrain writes the Responses events for the chat events in rx.buf. A
+// chunk the inner pass-through passed as it came is not read again: the
+// pass-through's reading of it (pv) is used.
 func (s *Stream) respDrain(dst []byte) []byte {
 	s.out = dst
 	b := s.rx.buf
+	in := &s.rx.inner
 	for len(b) > 0 && !s.done {
+		at := len(s.rx.buf) - len(b)
 		i := bytes.Index(b, sseEnd)
 		if i < 0 {
 			break // the chat writer writes whole events only
@@ -121,9 +129,12 @@ func (s *Stream) respDrain(dst []byte) []byte {
 			s.out = append(s.out, ev...)
 			s.out = append(s.out, sseEnd...)
 		case len(ev) > 6 && b2s(ev[:6]) == "data: ":
-			if d := b2s(ev[6:]); d == "[DONE]" {
+			switch d := b2s(ev[6:]); {
+			case d == "[DONE]":
 				s.respFinal()
-			} else {
+			case at+6 == in.pvAt:
+				s.respRead(&in.pv, d)
+			default:
 				s.respChunk(d)
 			}
 		}
@@ -135,9 +146,13 @@ func (s *Stream) respDrain(dst []byte) []byte {
 
 // respChunk takes one chat completion chunk.
 func (s *Stream) respChunk(d string) {
+	s.cr.read(d)
+	s.respRead(&s.cr, d)
+}
+
+// respRead takes the chat completion chunk d, read into r.
+func (s *Stream) respRead(r *chunkRead, d string) {
 	x := s.rx
-	r := &s.cr
-	r.read(d)
 	t := &r.top
 	if !isNull(t.err) {
 		s.respFail(streamError(d))

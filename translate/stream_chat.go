@@ -137,10 +137,14 @@ func (s *Stream) choice(idx string) *choiceState {
 // inline <think> split out of content, "stop" with tool calls made
 // "tool_calls", usage completed with zeros and a reasoning estimate; the
 // usage-only chunk is dropped when the client did not ask for it. The
-// rewrite into s.enc is built as the chunk is walked, once.
+// rewrite into s.enc is built as the chunk is walked, once. For a Responses
+// writer (keepView), the walk also fills s.pv, so that a chunk passed as it
+// came need not be read again (respDrain).
 func (s *Stream) passChunk(d string) {
 	s.began = true
 	s.enc = append(s.enc[:0], '{')
+	s.pvAt = -1
+	pv := s.passView()
 	changed, anyChoice := false, false
 	var usageV string
 	w, _ := walkAt(d, 0)
@@ -151,12 +155,15 @@ func (s *Stream) passChunk(d string) {
 		}
 		if k == "choices" {
 			s.enc = key(s.enc, "choices")
-			c, any := s.passChoices(&w)
+			c, any := s.passChoices(&w, pv)
 			changed = changed || c
 			anyChoice = any
 			continue
 		}
 		v := w.value()
+		if pv != nil {
+			setTopMember(&pv.top, k, v)
+		}
 		switch k {
 		case "error":
 			if !isNull(v) {
@@ -186,17 +193,39 @@ func (s *Stream) passChunk(d string) {
 		s.out = append(s.out, s.enc...)
 		s.out = append(s.out, '}')
 	} else {
+		if pv != nil && !s.pvBad {
+			s.pvAt = len(s.out)
+		}
 		s.out = append(s.out, d...)
 	}
 	s.out = append(s.out, "\n\n"...)
 }
 
+// passView readies s.pv for the chunk about to be passed, or returns nil
+// when nobody reads it.
+func (s *Stream) passView() *chunkRead {
+	if !s.keepView {
+		return nil
+	}
+	s.pv.top = chatTop{}
+	s.pv.choices = s.pv.choices[:0]
+	s.pvBad = false
+	return &s.pv
+}
+
 // passChoices rewrites the choices array the walk is at into s.enc and
 // reports whether any choice changed and whether there was any.
-func (s *Stream) passChoices(w *walk) (changed, any bool) {
+func (s *Stream) passChoices(w *walk, pv *chunkRead) (changed, any bool) {
+	if pv != nil {
+		pv.choices = pv.choices[:0]
+	}
 	a, ok := w.enter('[')
 	if !ok {
-		s.enc = append(s.enc, w.value()...)
+		v := w.value()
+		s.enc = append(s.enc, v...)
+		if pv != nil {
+			pv.top.choices = v
+		}
 		return false, false
 	}
 	s.enc = append(s.enc, '[')
@@ -206,12 +235,15 @@ func (s *Stream) passChoices(w *walk) (changed, any bool) {
 		}
 		any = true
 		s.enc = sep(s.enc)
-		if s.passChoice(&a) {
+		if s.passChoice(&a, pv) {
 			changed = true
 		}
 	}
 	s.enc = append(s.enc, ']')
-	w.leave(&a)
+	raw := w.leave(&a)
+	if pv != nil {
+		pv.top.choices = raw
+	}
 	return changed, any
 }
 
@@ -221,10 +253,15 @@ type rawMember struct{ k, v string }
 // passChoice rewrites the choice the walk is at. Its members are read once
 // into s.kv: the delta needs the choice's index and finish_reason, which may
 // come after it.
-func (s *Stream) passChoice(a *walk) bool {
+func (s *Stream) passChoice(a *walk, pv *chunkRead) bool {
+	var c *choiceRead
+	if pv != nil {
+		c = pv.add()
+	}
 	e, ok := a.enter('{')
 	if !ok {
 		s.enc = append(s.enc, a.value()...)
+		pv.dropUnlessFirst(c)
 		return false
 	}
 	var idx, delta, finish string
@@ -251,10 +288,17 @@ func (s *Stream) passChoice(a *walk) bool {
 	s.enc = append(s.enc, '{')
 	for _, m := range s.kv {
 		k, v := m.k, m.v
+		if c != nil {
+			s.viewMember(c, cs, k, v)
+		}
 		switch {
 		case k == "delta" && cs != nil && isObj(v):
 			s.enc = key(s.enc, "delta")
-			if s.passDelta(cs, v, isStr(finish)) {
+			var x *chunkDelta
+			if c != nil {
+				x = &c.delta.chunkDelta
+			}
+			if s.passDelta(cs, v, isStr(finish), x) {
 				changed = true
 			}
 		case k == "finish_reason" && cs != nil && cs.tools && strEq(v, "stop"):
@@ -270,24 +314,52 @@ func (s *Stream) passChoice(a *walk) bool {
 	if delta == "" && isStr(finish) && cs != nil && len(cs.think.pend) > 0 {
 		// Held bytes with no delta to carry them: add one.
 		s.enc = key(s.enc, "delta")
-		s.passDelta(cs, "{}", true)
+		s.passDelta(cs, "{}", true, nil)
 		changed = true
 	}
 	s.enc = append(s.enc, '}')
+	pv.dropUnlessFirst(c)
 	return changed
 }
 
+// viewMember records a choice's member in the view, as choiceRead.read
+// would; passDelta fills in the delta's members.
+func (s *Stream) viewMember(c *choiceRead, cs *choiceState, k, v string) {
+	switch k {
+	case "delta":
+		c.delta = deltaRead{raw: v}
+		c.chunkChoice.delta = v
+		c.deltaOrMessage, c.fromMessage = v, false
+		if cs == nil && isObj(v) {
+			s.pvBad = true // passDelta will not read it
+		}
+	case "message":
+		mw := walk{s: v}
+		c.message.readValue(&mw)
+		c.deltaOrMessage, c.fromMessage = v, true
+	default:
+		c.set(k, v)
+	}
+}
+
 // passDelta rewrites a delta into s.enc; last says the choice finishes here,
-// so the think parser lets go of what it holds.
-func (s *Stream) passDelta(cs *choiceState, d string, last bool) bool {
+// so the think parser lets go of what it holds. x, when not nil, gets the
+// delta's members.
+func (s *Stream) passDelta(cs *choiceState, d string, last bool, x *chunkDelta) bool {
 	var content, rc, rs string
 	changed := false
 	s.enc = append(s.enc, '{')
+	if x != nil {
+		*x = chunkDelta{}
+	}
 	it, _ := objIter(d)
 	for {
 		k, v, ok := it.next()
 		if !ok {
 			break
+		}
+		if x != nil {
+			setDeltaMember(x, k, v)
 		}
 		switch k {
 		case "content":

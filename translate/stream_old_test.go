@@ -176,7 +176,7 @@ func (s *Stream) passChoiceOld(c string) bool {
 		switch {
 		case k == "delta" && cs != nil && isObj(v):
 			s.enc = key(s.enc, "delta")
-			if s.passDelta(cs, v, isStr(finish)) {
+			if s.passDelta(cs, v, isStr(finish), nil) {
 				changed = true
 			}
 		case k == "finish_reason" && cs != nil && cs.tools && strEq(v, "stop"):
@@ -192,7 +192,7 @@ func (s *Stream) passChoiceOld(c string) bool {
 	if delta == "" && isStr(finish) && cs != nil && len(cs.think.pend) > 0 {
 		// Held bytes with no delta to carry them: add one.
 		s.enc = key(s.enc, "delta")
-		s.passDelta(cs, "{}", true)
+		s.passDelta(cs, "{}", true, nil)
 		changed = true
 	}
 	s.enc = append(s.enc, '}')

@@ -165,23 +165,27 @@ func (x *deltaRead) readValue(w *walk) {
 		if !ok {
 			break
 		}
-		v := o.value()
-		switch k {
-		case "content":
-			x.content = v
-		case "reasoning_content":
-			x.reasoningContent = v
-		case "reasoning":
-			x.reasoning = v
-		case "refusal":
-			x.refusal = v
-		case "tool_calls":
-			x.toolCalls = v
-		case "function_call":
-			x.functionCall = v
-		}
+		setDeltaMember(&x.chunkDelta, k, o.value())
 	}
 	x.raw = w.leave(&o)
+}
+
+// setDeltaMember records a member of a delta, as chunkDelta.read does.
+func setDeltaMember(x *chunkDelta, k, v string) {
+	switch k {
+	case "content":
+		x.content = v
+	case "reasoning_content":
+		x.reasoningContent = v
+	case "reasoning":
+		x.reasoning = v
+	case "refusal":
+		x.refusal = v
+	case "tool_calls":
+		x.toolCalls = v
+	case "function_call":
+		x.functionCall = v
+	}
 }
 
 func (r *chunkRead) read(d string) {
@@ -193,54 +197,72 @@ func (r *chunkRead) read(d string) {
 		if !ok {
 			return
 		}
-		if k == "choices" {
-			r.choices = r.choices[:0]
-			if a, ok := w.enter('['); ok {
-				r.readChoices(&a)
-				r.top.choices = w.leave(&a)
-			} else {
-				r.top.choices = w.value()
-			}
+		if k != "choices" {
+			setTopMember(&r.top, k, w.value())
 			continue
 		}
-		v := w.value()
-		switch k {
-		case "id":
-			r.top.id = v
-		case "model":
-			r.top.model = v
-		case "created":
-			r.top.created = v
-		case "usage":
-			r.top.usage = v
-		case "error":
-			r.top.err = v
+		r.choices = r.choices[:0]
+		a, ok := w.enter('[')
+		if !ok {
+			r.top.choices = w.value()
+			continue
 		}
+		for {
+			if _, ok := a.next(); !ok {
+				break
+			}
+			c := r.add()
+			if e, ok := a.enter('{'); ok {
+				c.read(&e)
+				a.leave(&e)
+			} else {
+				a.value() // not an object: a choice with nothing in it
+			}
+			r.dropUnlessFirst(c)
+		}
+		r.top.choices = w.leave(&a)
 	}
 }
 
-func (r *chunkRead) readChoices(a *walk) {
-	for {
-		if _, ok := a.next(); !ok {
-			return
-		}
-		n := len(r.choices)
-		if n < cap(r.choices) {
-			r.choices = r.choices[:n+1]
-		} else {
-			r.choices = append(r.choices, choiceRead{})
-		}
-		c := &r.choices[n]
-		*c = choiceRead{}
-		if e, ok := a.enter('{'); ok {
-			c.read(&e)
-			a.leave(&e)
-		} else {
-			a.value() // not an object: a choice with nothing in it
-		}
-		if i, ok := toInt(c.index); ok && i != 0 {
-			r.choices = r.choices[:n]
-		}
+// setTopMember records a top-level member of a chunk, as chatTop.read does.
+func setTopMember(t *chatTop, k, v string) {
+	switch k {
+	case "id":
+		t.id = v
+	case "model":
+		t.model = v
+	case "created":
+		t.created = v
+	case "choices":
+		t.choices = v
+	case "usage":
+		t.usage = v
+	case "error":
+		t.err = v
+	}
+}
+
+// add appends an empty choice.
+func (r *chunkRead) add() *choiceRead {
+	n := len(r.choices)
+	if n < cap(r.choices) {
+		r.choices = r.choices[:n+1]
+	} else {
+		r.choices = append(r.choices, choiceRead{})
+	}
+	c := &r.choices[n]
+	*c = choiceRead{}
+	return c
+}
+
+// dropUnlessFirst drops the choice just added, c, unless its index is 0 or
+// not a number (chunkChoices.next). r may be nil.
+func (r *chunkRead) dropUnlessFirst(c *choiceRead) {
+	if r == nil {
+		return
+	}
+	if n, ok := toInt(c.index); ok && n != 0 {
+		r.choices = r.choices[:len(r.choices)-1]
 	}
 }
 
@@ -255,22 +277,25 @@ func (c *choiceRead) read(e *walk) {
 			c.delta.readValue(e)
 			c.chunkChoice.delta = c.delta.raw
 			c.deltaOrMessage, c.fromMessage = c.delta.raw, false
-			continue
 		case "message":
 			c.message.readValue(e)
 			c.deltaOrMessage, c.fromMessage = c.message.raw, true
-			continue
+		default:
+			c.set(k, e.value())
 		}
-		v := e.value()
-		switch k {
-		case "index":
-			c.index = v
-		case "finish_reason":
-			c.finish = v
-		case "stop_reason", "matched_stop":
-			if isStr(v) {
-				c.matched = v
-			}
+	}
+}
+
+// set records a member of a choice other than its delta or message.
+func (c *choiceRead) set(k, v string) {
+	switch k {
+	case "index":
+		c.index = v
+	case "finish_reason":
+		c.finish = v
+	case "stop_reason", "matched_stop":
+		if isStr(v) {
+			c.matched = v
 		}
 	}
 }

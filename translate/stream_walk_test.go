@@ -132,10 +132,21 @@ func FuzzStreamChunkReaders(f *testing.F) {
 			{"responses/tools", Responses, chatToolChunk, (*Stream).respChunk, (*Stream).respChunkOld},
 		} {
 			a, b := primed(r.client, Chat, r.primer), primed(r.client, Chat, r.primer)
-			for i := 0; i < 2; i++ { // twice: the second read sees the first's state
+			a.keepView = r.client == Chat // as for a Responses writer
+			// Twice: the second read sees the first's state.
+			for i := 0; i < 2; i++ {
 				a.out, b.out = nil, nil
 				if !a.done {
 					r.newRun(a, d)
+					if a.pvAt >= 0 {
+						// A chunk passed as it came: the view is what
+						// the Responses writer would read of it.
+						var want chunkRead
+						want.read(b2s(a.out[a.pvAt:]))
+						if !reflect.DeepEqual(a.pv, want) {
+							t.Fatalf("%s: view of %s\n%+v\nwant %+v", r.name, d, a.pv, want)
+						}
+					}
 				}
 				if !b.done {
 					r.oldRun(b, d)
@@ -146,4 +157,26 @@ func FuzzStreamChunkReaders(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A Responses writer does not read again a chunk the inner pass-through
+// passed as it came; it reads one the pass-through rewrote.
+func TestResponsesReadsPassedChunkOnce(t *testing.T) {
+	s := primed(Responses, Chat, chatContentChunk)
+	out := s.Write(nil, chatContentChunk)
+	if s.rx.inner.pvAt < 0 || !strings.Contains(string(out), `"delta":" the linker"`) {
+		t.Fatalf("pvAt = %d\n%s", s.rx.inner.pvAt, out)
+	}
+	renamed := strings.Replace(string(chatReasoningChunk), `"reasoning_content"`, `"reasoning"`, 1)
+	out = s.Write(nil, []byte(renamed))
+	if s.rx.inner.pvAt >= 0 || !strings.Contains(string(out), "response.reasoning_summary_text.delta") {
+		t.Fatalf("rewritten chunk: pvAt = %d\n%s", s.rx.inner.pvAt, out)
+	}
+	// Two chunks in one write, then the data line of a third, which reuses
+	// the bytes the views point into: both are read again.
+	two := append(append([]byte{}, chatContentChunk...), chatContentChunk...)
+	out = s.Write(nil, append(two, "data: {\"choices\":[]\n"...))
+	if got := strings.Count(string(out), "event: response.output_text.delta"); got != 2 || s.rx.inner.pvAt >= 0 {
+		t.Fatalf("%d deltas, pvAt %d\n%s", got, s.rx.inner.pvAt, out)
+	}
 }
