@@ -30,8 +30,9 @@ const defaultLaneWait = 5 * time.Second
 // Request variables the gate leaves for the handlers after it (translate
 // reads them instead of parsing the body again):
 const (
-	// VarBody holds the request body as forwarded ([]byte), after the gate's
-	// rewrites; r.Body reads the same bytes.
+	// VarBody holds the request body as forwarded, after the gate's
+	// rewrites: a *forwardedBody (a pointer, so that storing it allocates
+	// nothing), whose Bytes are what r.Body reads.
 	VarBody = "timeblock.body"
 	// VarBoost holds the priority boost to apply (int): the number of boost
 	// members open now, or 0 when boost_priority is off. On chat requests
@@ -230,9 +231,8 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	}
 
 	publish(r, ent, &adm, fields.model)
-	caddyhttp.SetVar(ctx, VarBody, body)
+	caddyhttp.SetVar(ctx, VarBody, setBody(r, body))
 	caddyhttp.SetVar(ctx, VarBoost, priority)
-	setBody(r, body)
 	return next.ServeHTTP(w, r)
 }
 
@@ -319,8 +319,7 @@ func (g *Gate) passCount(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	g.state.metrics.laneless[lanelessCountTokens].Inc()
 	g.state.lastUsed.Record(ent.KeyID, ent.Combined, now)
 	publish(r, ent, adm, model)
-	caddyhttp.SetVar(r.Context(), VarBody, body)
-	setBody(r, body)
+	caddyhttp.SetVar(r.Context(), VarBody, setBody(r, body))
 	return next.ServeHTTP(w, r)
 }
 

@@ -180,30 +180,53 @@ func (f *inferenceFields) detach() {
 	}
 }
 
-// bodyReader is the request body the gate forwards: the bytes it read, as
-// one allocation that reads, closes, and rewinds for a retry (GetBody).
-type bodyReader struct {
+// forwardedBody is the request body the gate forwards: the bytes it read,
+// after its rewrites, as one allocation that reads, closes, and rewinds for
+// a retry (GetBody). The gate leaves it in VarBody; the translator reads
+// the bytes from it and, when it rewrites them, puts the new ones in it.
+type forwardedBody struct {
 	bytes.Reader
 	body []byte
 }
 
-func (b *bodyReader) Close() error { return nil }
+// Bytes returns the body as forwarded.
+func (b *forwardedBody) Bytes() []byte { return b.body }
 
-func (b *bodyReader) rewind() (io.ReadCloser, error) {
+func (b *forwardedBody) Close() error { return nil }
+
+func (b *forwardedBody) rewind() (io.ReadCloser, error) {
 	return io.NopCloser(bytes.NewReader(b.body)), nil
 }
 
-// setBody makes body the request's body. The Content-Length header is
-// rewritten only when it says something else, as it does after a rewrite.
-func setBody(r *http.Request, body []byte) {
-	br := &bodyReader{body: body}
-	br.Reset(body)
-	r.Body = br
-	r.GetBody = br.rewind
+// setBody makes body the request's body and returns it as forwarded.
+func setBody(r *http.Request, body []byte) *forwardedBody {
+	fb := new(forwardedBody)
+	fb.replace(r, body)
+	r.GetBody = fb.rewind
+	return fb
+}
+
+// replace makes body the bytes that fb forwards as r's body (setBody made
+// fb r's body and its GetBody).
+func (b *forwardedBody) replace(r *http.Request, body []byte) {
+	b.body = body
+	b.Reset(body)
+	r.Body = b
 	r.ContentLength = int64(len(body))
 	r.TransferEncoding = nil
-	if v := r.Header["Content-Length"]; len(v) != 1 || !isDecimal(v[0], len(body)) {
-		r.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	setContentLength(r.Header, len(body))
+}
+
+// setContentLength makes a Content-Length header say n. It is rewritten only
+// when it says something else, as after a rewrite, and then in place: the
+// request's own header slice, which reverse_proxy copies before it sends.
+func setContentLength(h http.Header, n int) {
+	switch v := h["Content-Length"]; {
+	case len(v) == 1 && isDecimal(v[0], n):
+	case len(v) == 1:
+		v[0] = strconv.Itoa(n)
+	default:
+		h.Set("Content-Length", strconv.Itoa(n))
 	}
 }
 

@@ -128,6 +128,40 @@ var streamPool = sync.Pool{New: func() any { return new(pooledStream) }}
 // maxPooledBody keeps one huge request from pinning its buffer in the pool.
 const maxPooledBody = 1 << 20
 
+// putPooled gives buf, taken from bodyPool as bp and grown since, back to
+// the pool, unless it grew too large to keep.
+func putPooled(bp *[]byte, buf []byte) {
+	if cap(buf) <= maxPooledBody {
+		*bp = buf[:0]
+		bodyPool.Put(bp)
+	}
+}
+
+// requestBody returns the body the gate left in VarBody (having read and
+// checked it), or reads it here (fb is then nil).
+func (t *Translate) requestBody(r *http.Request) (fb *forwardedBody, body []byte, err error) {
+	if fb, ok := caddyhttp.GetVar(r.Context(), VarBody).(*forwardedBody); ok {
+		return fb, fb.Bytes(), nil
+	}
+	body, err = readBody(r, t.maxBody)
+	return nil, body, err
+}
+
+// readFailed answers a request whose body could not be read here, in the
+// client's format.
+func (t *Translate) readFailed(w http.ResponseWriter, client translate.Format, err error) error {
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.Is(err, errBodyTooLarge) || errors.As(err, &tooLarge):
+		return translate.WriteError(w, client, http.StatusRequestEntityTooLarge, translate.RequestTooLarge,
+			"request body is larger than "+strconv.FormatInt(t.maxBody, 10)+" bytes")
+	case errors.Is(err, errBodyEncoded):
+		return translate.WriteError(w, client, http.StatusUnsupportedMediaType, translate.InvalidRequest, err.Error())
+	}
+	return translate.WriteError(w, client, http.StatusBadRequest, translate.InvalidRequest,
+		"could not read the request body: "+err.Error())
+}
+
 // ServeHTTP translates the request, sends it on, and translates the response.
 func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	if isCountTokens(r.URL.Path) {
@@ -137,27 +171,14 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	if client == translate.Unknown || r.Method != http.MethodPost {
 		return next.ServeHTTP(w, r) // not an inference call
 	}
-	// The gate, when it ran, has read the body already and left it (as
-	// forwarded, after its rewrites) in a request variable.
-	body, fromGate := caddyhttp.GetVar(r.Context(), VarBody).([]byte)
-	var err error
-	if !fromGate {
-		body, err = readBody(r, t.maxBody)
-	}
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.Is(err, errBodyTooLarge) || errors.As(err, &tooLarge):
-		return translate.WriteError(w, client, http.StatusRequestEntityTooLarge, translate.RequestTooLarge,
-			"request body is larger than "+strconv.FormatInt(t.maxBody, 10)+" bytes")
-	case errors.Is(err, errBodyEncoded):
-		return translate.WriteError(w, client, http.StatusUnsupportedMediaType, translate.InvalidRequest, err.Error())
-	case err != nil:
-		return caddyhttp.Error(http.StatusBadRequest, fmt.Errorf("reading request body: %w", err))
+	fb, body, err := t.requestBody(r)
+	if err != nil {
+		return t.readFailed(w, client, err)
 	}
 
 	bp := bodyPool.Get().(*[]byte)
 	translateRequest := translate.TranslateRequest
-	if fromGate { // the gate parsed it: well-formed JSON
+	if fb != nil { // the gate checked it: well-formed JSON, not too deep
 		translateRequest = translate.TranslateValidRequest
 	}
 	built, req, terr := translateRequest(client, body, &t.cfg, (*bp)[:0])
@@ -178,37 +199,33 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	// streams would otherwise hold a thousand 16 KiB buffers. A pass-through
 	// body usually comes out unchanged; then the one already read goes on.
 	unchanged := terr == nil && bytes.Equal(built, body)
-	var out []byte
 	if terr == nil && !unchanged {
-		out = bytes.Clone(built)
+		body = bytes.Clone(built)
 	}
-	*bp = built
-	if cap(built) <= maxPooledBody {
-		bodyPool.Put(bp)
-	}
+	putPooled(bp, built)
 	if terr != nil {
 		return terr.Write(w, client)
 	}
 	switch {
-	case !unchanged:
-		setBody(r, out)
-	case !fromGate: // read here: the request needs it back
+	case fb == nil: // read here: the request needs it back
 		setBody(r, body)
+	case !unchanged:
+		fb.replace(r, body)
 	}
 	r.URL.Path, r.URL.RawPath = t.Path, ""
 	translateHeaders(r, client, t.cfg.Upstream)
-	// The response is read and rewritten here, so it must come uncompressed.
-	r.Header.Set("Accept-Encoding", "identity")
-	if t.cfg.Upstream == translate.Messages && r.Header.Get("anthropic-version") == "" {
-		r.Header.Set("anthropic-version", "2023-06-01")
-	}
 
 	tw := &translateWriter{
-		ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w},
+		ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w},
 		client:                client,
 		upstream:              t.cfg.Upstream,
 		req:                   req,
 		cfg:                   &t.cfg,
+	}
+	// The response is read and rewritten here, so it must come uncompressed.
+	tw.hv.set(r.Header, "Accept-Encoding", "identity")
+	if t.cfg.Upstream == translate.Messages && r.Header.Get("anthropic-version") == "" {
+		tw.hv.set(r.Header, "Anthropic-Version", "2023-06-01")
 	}
 	err = next.ServeHTTP(tw, r)
 	if ferr := tw.finish(err); ferr != nil && err == nil {
@@ -237,15 +254,17 @@ const maxHeldBody = 64 << 20
 
 // translateWriter rewrites the upstream's response for the client.
 type translateWriter struct {
-	*caddyhttp.ResponseWriterWrapper
+	caddyhttp.ResponseWriterWrapper
 	client, upstream translate.Format
+	hv               headerValues // the values of the headers set here
 	req              translate.Request
 	cfg              *translate.Config
 
 	mode        uint8
 	status      int
 	wroteHeader bool
-	held        []byte
+	held        []byte // a body held for finish, in heldBuf from bodyPool
+	heldBuf     *[]byte
 	stream      *pooledStream
 	overflow    bool
 
@@ -284,7 +303,7 @@ func (tw *translateWriter) WriteHeader(status int) {
 		tw.ResponseWriterWrapper.WriteHeader(status)
 		return
 	}
-	h.Del("Content-Length")
+	// A held body's Content-Length is rewritten by finish.
 	switch {
 	case status >= 300:
 		tw.mode = modeError
@@ -292,9 +311,10 @@ func (tw *translateWriter) WriteHeader(status int) {
 		tw.mode = modeStream
 		tw.stream = streamPool.Get().(*pooledStream)
 		tw.stream.Reset(tw.client, tw.upstream, tw.req, tw.cfg)
-		h.Set("Content-Type", "text/event-stream; charset=utf-8")
-		h.Set("Cache-Control", "no-cache")
-		h.Set("X-Accel-Buffering", "no")
+		h.Del("Content-Length")
+		tw.hv.set(h, "Content-Type", "text/event-stream; charset=utf-8")
+		tw.hv.set(h, "Cache-Control", "no-cache")
+		tw.hv.set(h, "X-Accel-Buffering", "no")
 		tw.wroteHeader = true
 		tw.ResponseWriterWrapper.WriteHeader(status)
 	default:
@@ -326,6 +346,10 @@ func (tw *translateWriter) Write(p []byte) (int, error) {
 		if len(tw.held)+len(p) > maxHeldBody {
 			tw.overflow = true
 			return len(p), nil
+		}
+		if tw.heldBuf == nil {
+			tw.heldBuf = bodyPool.Get().(*[]byte)
+			tw.held = (*tw.heldBuf)[:0]
 		}
 		tw.held = append(tw.held, p...)
 		return len(p), nil
@@ -462,7 +486,7 @@ func (tw *translateWriter) FlushError() error {
 // finish ends the response: the closing events of a stream (an error event
 // when the upstream broke off or next failed), or the translated body.
 func (tw *translateWriter) finish(nextErr error) error {
-	rw := tw.ResponseWriterWrapper
+	rw := &tw.ResponseWriterWrapper
 	switch tw.mode {
 	case modeStream:
 		tw.mu.Lock()
@@ -495,34 +519,41 @@ func (tw *translateWriter) finish(nextErr error) error {
 		}
 		return tw.flush()
 	case modeWhole, modeError:
+		if tw.heldBuf != nil {
+			defer putPooled(tw.heldBuf, tw.held)
+		}
 		if nextErr != nil {
 			return nil // nothing was sent: Caddy's error handling answers
 		}
-		var body []byte
+		h := rw.Header()
 		status := tw.status
-		switch {
-		case len(tw.held) == 0 && (status == http.StatusNoContent || status == http.StatusNotModified):
+		if len(tw.held) == 0 && (status == http.StatusNoContent || status == http.StatusNotModified) {
+			h.Del("Content-Length")
 			tw.wroteHeader = true
 			rw.WriteHeader(status)
 			return nil
+		}
+		bp := bodyPool.Get().(*[]byte)
+		body := (*bp)[:0]
+		switch {
 		case tw.overflow:
 			e := translate.NewError(http.StatusBadGateway, translate.APIError, "the upstream response is too large to translate")
 			status, body = e.Status, e.Body(tw.client)
 		case tw.mode == modeError:
-			body = translate.TranslateErrorBody(tw.client, tw.upstream, status, tw.held, nil)
+			body = translate.TranslateErrorBody(tw.client, tw.upstream, status, tw.held, body)
 		default:
 			var terr *translate.Error
-			body, terr = translate.TranslateResponse(tw.client, tw.upstream, tw.held, tw.req, tw.cfg, nil)
+			body, terr = translate.TranslateResponse(tw.client, tw.upstream, tw.held, tw.req, tw.cfg, body)
 			if terr != nil {
 				status, body = terr.Status, terr.Body(tw.client)
 			}
 		}
-		h := rw.Header()
-		h.Set("Content-Type", "application/json")
-		h.Set("Content-Length", strconv.Itoa(len(body)))
+		tw.hv.set(h, "Content-Type", "application/json")
+		setContentLength(h, len(body))
 		tw.wroteHeader = true
 		rw.WriteHeader(status)
 		_, err := rw.Write(body)
+		putPooled(bp, body)
 		return err
 	}
 	return nil

@@ -7,10 +7,8 @@ package caddymodule
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -31,22 +29,13 @@ func (t *Translate) serveCountTokens(w http.ResponseWriter, r *http.Request, nex
 		return translate.WriteError(w, translate.Messages, http.StatusMethodNotAllowed, translate.InvalidRequest,
 			r.Method+" is not allowed on "+shortPath(r.URL.Path)+"; use POST")
 	}
-	body, fromGate := caddyhttp.GetVar(r.Context(), VarBody).([]byte)
-	if !fromGate {
-		var err error
-		body, err = readBody(r, t.maxBody)
-		var tooLarge *http.MaxBytesError
-		switch {
-		case errors.Is(err, errBodyTooLarge) || errors.As(err, &tooLarge):
-			return translate.WriteError(w, translate.Messages, http.StatusRequestEntityTooLarge, translate.RequestTooLarge,
-				"request body is larger than "+strconv.FormatInt(t.maxBody, 10)+" bytes")
-		case err != nil:
-			return translate.WriteError(w, translate.Messages, http.StatusBadRequest, translate.InvalidRequest,
-				"could not read the request body: "+err.Error())
-		default:
-			if terr := translate.CheckBody(body); terr != nil {
-				return terr.Write(w, translate.Messages)
-			}
+	fb, body, err := t.requestBody(r)
+	if err != nil {
+		return t.readFailed(w, translate.Messages, err)
+	}
+	if fb == nil { // the gate checks what it reads
+		if terr := translate.CheckBody(body); terr != nil {
+			return terr.Write(w, translate.Messages)
 		}
 	}
 	if t.cfg.Upstream != translate.Messages {
@@ -58,7 +47,7 @@ func (t *Translate) serveCountTokens(w http.ResponseWriter, r *http.Request, nex
 		return terr.Write(w, translate.Messages)
 	}
 
-	if !fromGate {
+	if fb == nil {
 		setBody(r, body)
 	}
 	r.URL.Path, r.URL.RawPath = t.Path+"/count_tokens", ""
@@ -68,7 +57,7 @@ func (t *Translate) serveCountTokens(w http.ResponseWriter, r *http.Request, nex
 		r.Header.Set("anthropic-version", "2023-06-01")
 	}
 	cw := &countWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
-	err := next.ServeHTTP(cw, r)
+	err = next.ServeHTTP(cw, r)
 	if err != nil || !cw.holding {
 		return err // nothing held: Caddy's error handling answers, or the count went out as it came
 	}

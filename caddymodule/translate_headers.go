@@ -46,3 +46,28 @@ func withoutQueryParam(q, name string) string {
 	}
 	return b.String()
 }
+
+// headerValues holds the values of the few headers the translator sets on
+// a request and its response, inside an allocation it makes anyway (the
+// response writer), instead of a new []string per Header.Set.
+type headerValues struct {
+	vals [6]string
+	n    int
+}
+
+// set makes value the only value of the canonical header key in h. A
+// header with one value is changed in place: its slice belongs to this
+// request or response (net/http parsed it, or reverse_proxy copied it).
+func (hv *headerValues) set(h http.Header, key, value string) {
+	if v := h[key]; len(v) == 1 {
+		v[0] = value
+		return
+	}
+	if hv.n == len(hv.vals) {
+		h[key] = []string{value}
+		return
+	}
+	hv.vals[hv.n] = value
+	h[key] = hv.vals[hv.n : hv.n+1 : hv.n+1]
+	hv.n++
+}

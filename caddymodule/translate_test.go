@@ -198,7 +198,7 @@ func TestTranslateUsesGateVars(t *testing.T) {
 	tr := newTranslate(t, "timeblock_translate chat")
 	body := []byte(`{"model":"m","max_tokens":64,"messages":[{"role":"user","content":"Hi"}]}`)
 	r := httptest.NewRequest(http.MethodPost, "/compat/v1/messages", strings.NewReader("not read"))
-	r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, map[string]any{VarBody: body, VarBoost: 2}))
+	r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, map[string]any{VarBody: &forwardedBody{body: body}, VarBoost: 2}))
 	var up map[string]any
 	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		b, _ := io.ReadAll(r.Body)
@@ -234,8 +234,8 @@ func TestTranslatePassThroughBody(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(c.body))
 			if c.fromGate {
-				setBody(r, []byte(c.body)) // as the gate leaves it
-				r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, map[string]any{VarBody: []byte(c.body)}))
+				fb := setBody(r, []byte(c.body)) // as the gate leaves it
+				r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, map[string]any{VarBody: fb}))
 			}
 			var got []byte
 			var length int64

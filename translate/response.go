@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/tidwall/gjson"
 )
 
 // TranslateResponse rewrites a whole (non-streaming, 2xx) upstream response
@@ -17,7 +15,7 @@ import (
 // upstream body that is not a response is a 502 in the client's format.
 func TranslateResponse(client, upstream Format, body []byte, req Request, cfg *Config, dst []byte) ([]byte, *Error) {
 	s := trimJSON(b2s(body))
-	if !isObj(s) || maxDepth(s, cfg.maxDepth()) > cfg.maxDepth() || !gjson.Valid(s) {
+	if !isObj(s) || checkBody(s, cfg.maxDepth()) != nil {
 		return dst, NewError(http.StatusBadGateway, APIError, "the upstream answered with a body that is not a JSON object")
 	}
 	if e := field(s, "error"); !isNull(e) {
