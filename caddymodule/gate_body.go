@@ -184,9 +184,11 @@ func (f *inferenceFields) detach() {
 // after its rewrites, as one allocation that reads, closes, and rewinds for
 // a retry (GetBody). The gate leaves it in VarBody; the translator reads
 // the bytes from it and, when it rewrites them, puts the new ones in it.
+// The values of the request headers set on the way live in it too.
 type forwardedBody struct {
 	bytes.Reader
 	body []byte
+	hdr  headerValues
 }
 
 // Bytes returns the body as forwarded.
@@ -214,20 +216,7 @@ func (b *forwardedBody) replace(r *http.Request, body []byte) {
 	r.Body = b
 	r.ContentLength = int64(len(body))
 	r.TransferEncoding = nil
-	setContentLength(r.Header, len(body))
-}
-
-// setContentLength makes a Content-Length header say n. It is rewritten only
-// when it says something else, as after a rewrite, and then in place: the
-// request's own header slice, which reverse_proxy copies before it sends.
-func setContentLength(h http.Header, n int) {
-	switch v := h["Content-Length"]; {
-	case len(v) == 1 && isDecimal(v[0], n):
-	case len(v) == 1:
-		v[0] = strconv.Itoa(n)
-	default:
-		h.Set("Content-Length", strconv.Itoa(n))
-	}
+	b.hdr.setLength(r.Header, len(body))
 }
 
 // isDecimal tells whether s is n in decimal, without allocating.

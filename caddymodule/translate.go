@@ -208,7 +208,7 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	}
 	switch {
 	case fb == nil: // read here: the request needs it back
-		setBody(r, body)
+		fb = setBody(r, body)
 	case !unchanged:
 		fb.replace(r, body)
 	}
@@ -223,9 +223,9 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 		cfg:                   &t.cfg,
 	}
 	// The response is read and rewritten here, so it must come uncompressed.
-	tw.hv.set(r.Header, "Accept-Encoding", "identity")
+	fb.hdr.set(r.Header, "Accept-Encoding", "identity")
 	if t.cfg.Upstream == translate.Messages && r.Header.Get("anthropic-version") == "" {
-		tw.hv.set(r.Header, "Anthropic-Version", "2023-06-01")
+		fb.hdr.set(r.Header, "Anthropic-Version", "2023-06-01")
 	}
 	err = next.ServeHTTP(tw, r)
 	if ferr := tw.finish(err); ferr != nil && err == nil {
@@ -256,7 +256,7 @@ const maxHeldBody = 64 << 20
 type translateWriter struct {
 	caddyhttp.ResponseWriterWrapper
 	client, upstream translate.Format
-	hv               headerValues // the values of the headers set here
+	hv               headerValues // the values of the response headers set here
 	req              translate.Request
 	cfg              *translate.Config
 
@@ -549,7 +549,7 @@ func (tw *translateWriter) finish(nextErr error) error {
 			}
 		}
 		tw.hv.set(h, "Content-Type", "application/json")
-		setContentLength(h, len(body))
+		tw.hv.setLength(h, len(body))
 		tw.wroteHeader = true
 		rw.WriteHeader(status)
 		_, err := rw.Write(body)

@@ -2,7 +2,9 @@ package caddymodule
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/timeblock/timeblock/translate"
 )
@@ -48,11 +50,14 @@ func withoutQueryParam(q, name string) string {
 }
 
 // headerValues holds the values of the few headers the translator sets on
-// a request and its response, inside an allocation it makes anyway (the
-// response writer), instead of a new []string per Header.Set.
+// a request or a response, inside an allocation made anyway (the forwarded
+// body, the response writer), instead of a new []string and string per
+// Header.Set.
 type headerValues struct {
-	vals [6]string
-	n    int
+	vals   [4]string
+	n      int
+	digits [20]byte // a Content-Length, written once
+	length bool     // digits holds one
 }
 
 // set makes value the only value of the canonical header key in h. A
@@ -70,4 +75,18 @@ func (hv *headerValues) set(h http.Header, key, value string) {
 	hv.vals[hv.n] = value
 	h[key] = hv.vals[hv.n : hv.n+1 : hv.n+1]
 	hv.n++
+}
+
+// setLength makes h's Content-Length say n, unless it does already.
+func (hv *headerValues) setLength(h http.Header, n int) {
+	if v := h["Content-Length"]; len(v) == 1 && isDecimal(v[0], n) {
+		return
+	}
+	if hv.length { // digits are never written twice: a string points into them
+		hv.set(h, "Content-Length", strconv.Itoa(n))
+		return
+	}
+	hv.length = true
+	d := strconv.AppendInt(hv.digits[:0], int64(n), 10)
+	hv.set(h, "Content-Length", unsafe.String(&d[0], len(d)))
 }

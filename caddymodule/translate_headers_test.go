@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -81,5 +82,31 @@ func TestTranslateBetaHeaders(t *testing.T) {
 				t.Error("other headers must stay")
 			}
 		})
+	}
+}
+
+// The values of headers set through headerValues are the request's or
+// response's own: a value given out is never changed by a later one.
+func TestHeaderValues(t *testing.T) {
+	var hv headerValues
+	h := http.Header{"Accept-Encoding": {"gzip"}}
+	hv.set(h, "Accept-Encoding", "identity")
+	hv.set(h, "Content-Type", "application/json")
+	hv.setLength(h, 1234)
+	first := h["Content-Length"][0]
+	hv.setLength(h, 1234) // says so already
+	h.Del("Content-Length")
+	hv.setLength(h, 56789)
+	for _, k := range []string{"A", "B", "C"} { // past the room kept
+		hv.set(h, k, k)
+	}
+	h.Add("Content-Type", "text/plain") // appending must not reach into the next value
+	want := http.Header{"Accept-Encoding": {"identity"}, "Content-Type": {"application/json", "text/plain"},
+		"Content-Length": {"56789"}, "A": {"A"}, "B": {"B"}, "C": {"C"}}
+	if !reflect.DeepEqual(h, want) {
+		t.Fatalf("header %v, want %v", h, want)
+	}
+	if first != "1234" {
+		t.Fatalf("first Content-Length changed to %q", first)
 	}
 }
