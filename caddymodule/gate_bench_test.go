@@ -21,7 +21,7 @@ import (
 
 // caddyRequest gives r0 what Caddy's server gives every request before the
 // handlers run: a fresh replacer with the HTTP placeholders mapped, a vars
-// map, and the body. The requests share r0's header map, so the credential
+// map, its own URL, and the body. The requests share r0's header map, so the credential
 // the gate removed from the last one is put back (without allocating).
 func caddyRequest(r0 *http.Request, body *strings.Reader, text string) *http.Request {
 	if strings.HasSuffix(r0.URL.Path, "/v1/messages") {
@@ -34,6 +34,8 @@ func caddyRequest(r0 *http.Request, body *strings.Reader, text string) *http.Req
 	ctx := context.WithValue(r0.Context(), caddy.ReplacerCtxKey, repl)
 	ctx = context.WithValue(ctx, caddyhttp.VarsCtxKey, make(map[string]any, 4))
 	r := r0.WithContext(ctx)
+	u := *r0.URL // the translator rewrites the path
+	r.URL = &u
 	body.Reset(text)
 	r.Body = io.NopCloser(body)
 	r.ContentLength = int64(len(text))
@@ -63,6 +65,8 @@ const (
 		`{"role":"user","content":"Write a haiku about load balancers."}],"max_tokens":256,"temperature":0.7}`
 	benchMessages = `{"model":"qwen3-32b","max_tokens":256,"system":"You are a concise assistant.",` +
 		`"messages":[{"role":"user","content":"Write a haiku about load balancers."}],"temperature":0.7}`
+	benchResponses = `{"model":"qwen3-32b","max_output_tokens":256,"instructions":"You are a concise assistant.",` +
+		`"input":"Write a haiku about load balancers.","temperature":0.7}`
 	benchCompletion = `{"id":"chatcmpl-5f0c1b7e9a2d4c3b8e6f","object":"chat.completion","created":1767225600,"model":"qwen3-32b",` +
 		`"choices":[{"index":0,"message":{"role":"assistant","content":"Packets drift through the night, one server breathes while another rests.",` +
 		`"tool_calls":[]},"logprobs":null,"finish_reason":"stop","stop_reason":null}],` +
@@ -172,16 +176,23 @@ func BenchmarkGateTranslateStream(b *testing.B) {
 		return nil
 	})
 	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error { return tr.ServeHTTP(w, r, upstream) })
-	text := strings.Replace(benchMessages, `"temperature"`, `"stream":true,"temperature"`, 1)
-	w := &discardWriter{h: http.Header{}}
-	r0 := benchRequest(messagesPath, text)
-	body := strings.NewReader(text)
-	b.ReportAllocs()
-	for b.Loop() {
-		clear(w.h)
-		if err := f.gate.ServeHTTP(w, caddyRequest(r0, body, text), next); err != nil {
-			b.Fatal(err)
-		}
+	for _, c := range []struct{ name, path, body string }{
+		{"messages", messagesPath, benchMessages},
+		{"responses", responsesPath, benchResponses},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			text := strings.Replace(c.body, `"temperature"`, `"stream":true,"temperature"`, 1)
+			w := &discardWriter{h: http.Header{}}
+			r0 := benchRequest(c.path, text)
+			body := strings.NewReader(text)
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.h)
+				if err := f.gate.ServeHTTP(w, caddyRequest(r0, body, text), next); err != nil || w.code != http.StatusOK {
+					b.Fatal(w.code, err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(events)), "ns/chunk")
+		})
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(events)), "ns/chunk")
 }

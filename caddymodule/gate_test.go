@@ -80,8 +80,9 @@ const (
 	tEvening  = "sk_pool_evevevevevevevevevevevevevevevevevevevev"
 	tUnknown  = "sk_pool_ununununununununununununununununununununu"
 
-	chatPath     = "/v1/chat/completions"
-	messagesPath = "/compat/v1/messages"
+	chatPath      = "/v1/chat/completions"
+	messagesPath  = "/compat/v1/messages"
+	responsesPath = "/v1/responses"
 )
 
 var (

@@ -5,8 +5,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"time"
-
-	"github.com/tidwall/gjson"
 )
 
 // A Stream rewrites one upstream SSE response for the client as it arrives.
@@ -108,17 +106,20 @@ var now = time.Now
 // upstream is not speaking SSE.
 const maxLine = 16 << 20
 
-// maxEventDepth bounds the nesting of a large upstream event: gjson.Valid
-// recurses, so depth must not grow with the event's size.
+// maxEventDepth bounds the nesting of a large upstream event, so that the
+// walks that read it stay shallow; a small one cannot nest deep enough to
+// matter.
 const maxEventDepth = 64
 
-// validEvent validates an event's JSON; only large events can nest deep
-// enough to matter, so only they pay for the depth check.
+// validEvent validates an event's JSON in one pass (checkJSON, which reads
+// strings eight bytes at a time).
 func validEvent(d string) bool {
-	if len(d) > 1<<16 && maxDepth(d, maxEventDepth) > maxEventDepth {
-		return false
+	limit := len(d) // d cannot nest deeper than its length
+	if len(d) > 1<<16 {
+		limit = maxEventDepth
 	}
-	return gjson.Valid(d)
+	ok, _ := checkJSON(d, limit)
+	return ok
 }
 
 // Write consumes upstream SSE bytes and appends the client's SSE bytes to dst.
