@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"unsafe"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -86,42 +85,46 @@ func scanInference(body []byte, format translate.Format) (inferenceFields, error
 		limit = "max_output_tokens"
 		f.maxTokensName = limit
 	}
-	s := unsafe.String(unsafe.SliceData(body), len(body))
 	if len(body) == 0 {
 		if format == translate.Responses {
 			return f, errors.New("request body is empty; send a JSON object with model and input")
 		}
 		return f, errors.New("request body is empty; send a JSON object with model and messages")
 	}
-	// JSON nested no deeper than the translator takes, in one pass, so that
-	// the translator need not check again (TranslateValidRequest).
-	if err := translate.CheckBody(body); err != nil {
-		return f, errors.New(err.Message)
-	}
-	root := gjson.Parse(s)
-	if !root.IsObject() {
-		return f, errors.New("request body must be a JSON object")
-	}
+	// JSON nested no deeper than the translator takes, checked in the same
+	// pass that finds the fields, so that the translator need not check it
+	// again (TranslateValidRequest).
 	var modelErr error
-	root.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	terr := translate.CheckBodyMembers(body, func(k, v string) {
+		if strings.IndexByte(k, '\\') >= 0 {
+			k = gjson.Parse(k).Str // an escaped key: read it as JSON does
+		} else {
+			k = k[1 : len(k)-1]
+		}
+		switch k {
 		case "model":
-			if v.Type != gjson.String || v.Str == "" {
+			m := gjson.Parse(v)
+			if m.Type != gjson.String || m.Str == "" {
 				modelErr = errors.New("model must be a non-empty string")
-				return true
+				return
 			}
-			// A view into the body; rewriteBody copies it before it edits
-			// the body in place.
-			f.model = v.Str
+			// A view into the body unless the name has escapes; rewriteBody
+			// copies it before it edits the body in place.
+			f.model = m.Str
 		case limit:
-			f.maxTokens = v
+			f.maxTokens = gjson.Parse(v)
 		case "max_completion_tokens":
-			f.maxCompletionTokens = v
+			f.maxCompletionTokens = gjson.Parse(v)
 		case "priority":
 			f.priority = true
 		}
-		return true
 	})
+	switch {
+	case terr != nil:
+		return f, errors.New(terr.Message)
+	case !bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("{")):
+		return f, errors.New("request body must be a JSON object")
+	}
 	if modelErr != nil {
 		return f, modelErr
 	}

@@ -60,18 +60,25 @@ func checkJSON(s string, limit int) (ok, tooDeep bool) {
 // scanJSON is checkJSON's pass; it stops at the first fault, so tooDeep is
 // true only when s is well formed up to the bracket that goes too deep.
 func scanJSON(s string, limit int) (ok, tooDeep bool) {
+	end, tooDeep := scanValue(s, 0, limit)
+	return end >= 0 && skipWS(s, end) == len(s), tooDeep
+}
+
+// scanValue checks the one JSON value that starts at s[i], after optional
+// whitespace, nested at most limit deep, and returns the index just past it
+// (or -1, and whether it went too deep).
+func scanValue(s string, i, limit int) (end int, tooDeep bool) {
 	var open nesting
-	i := 0
 	for {
 		// A value starts at s[i], after whitespace.
 		i = skipWS(s, i)
 		if i >= len(s) {
-			return false, false
+			return -1, false
 		}
 		switch c := s[i]; c {
 		case '{', '[':
 			if open.depth >= limit {
-				return false, true
+				return -1, true
 			}
 			i = skipWS(s, i+1)
 			if i < len(s) && s[i] == closer(c) {
@@ -81,7 +88,7 @@ func scanJSON(s string, limit int) (ok, tooDeep bool) {
 			open.push(c == '{')
 			if c == '{' {
 				if i = memberValue(s, i); i < 0 {
-					return false, false
+					return -1, false
 				}
 			}
 			continue
@@ -96,11 +103,66 @@ func scanJSON(s string, limit int) (ok, tooDeep bool) {
 		default:
 			i = numberEnd(s, i)
 		}
-		if i = open.next(s, i); i < 0 {
-			return false, false
+		if i < 0 || open.depth == 0 {
+			return i, false
 		}
-		if open.depth == 0 {
-			return true, false
+		if i = open.next(s, i); i < 0 || open.depth == 0 {
+			return i, false
+		}
+	}
+}
+
+// CheckBodyMembers is CheckBody for a body that is a JSON object, made in
+// the same pass as a reading of its top level: member gets each top-level
+// member's key (the raw literal, quotes included) and raw value, in order,
+// so that a caller (the gate) finds the fields it acts on without a second
+// pass. On an error, member may have been called for members before it. A
+// body that is not an object is only checked.
+func CheckBodyMembers(body []byte, member func(key, value string)) *Error {
+	s := trimJSON(b2s(body))
+	if !isObj(s) || !scanMembers(s, DefaultMaxDepth, member) {
+		return checkBody(s, DefaultMaxDepth)
+	}
+	return nil
+}
+
+// scanMembers checks the object s (from '{' to its end) as checkJSON does,
+// calling member for each of its members.
+func scanMembers(s string, limit int, member func(key, value string)) bool {
+	if limit < 1 {
+		return false
+	}
+	i := skipWS(s, 1)
+	if i < len(s) && s[i] == '}' {
+		return skipWS(s, i+1) == len(s)
+	}
+	for {
+		if i >= len(s) || s[i] != '"' {
+			return false
+		}
+		k := stringBodyEnd(s, i+1)
+		if k < 0 {
+			return false
+		}
+		key := s[i:k]
+		if k = skipWS(s, k); k >= len(s) || s[k] != ':' {
+			return false
+		}
+		start := skipWS(s, k+1)
+		end, _ := scanValue(s, start, limit-1)
+		if end < 0 {
+			return false
+		}
+		member(key, s[start:end])
+		switch i = skipWS(s, end); {
+		case i >= len(s):
+			return false
+		case s[i] == ',':
+			i = skipWS(s, i+1)
+		case s[i] == '}':
+			return skipWS(s, i+1) == len(s)
+		default:
+			return false
 		}
 	}
 }
@@ -149,17 +211,15 @@ func (n *nesting) inObject() bool {
 
 // next moves on from a value that ended just before s[i] (-1 when it was
 // not one): past the containers it closes and the comma after it, with the
-// next member's key. It returns where the next value starts, len(s) when the
-// value ended the body, or -1.
+// next member's key. It returns where the next value starts, just past the
+// outermost container when that closes (depth 0), or -1.
 func (n *nesting) next(s string, i int) int {
 	for i >= 0 {
+		if n.depth == 0 { // the outermost value ended at s[i]
+			return i
+		}
 		i = skipWS(s, i)
 		switch {
-		case n.depth == 0:
-			if i == len(s) {
-				return i
-			}
-			return -1
 		case i >= len(s):
 			return -1
 		case s[i] == ',':

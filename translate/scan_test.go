@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -93,12 +94,37 @@ func checkScan(t *testing.T, s string) {
 			t.Fatalf("checkBody(%q, %d) = %v, want %q", s, limit, err, msg)
 		}
 	}
+	checkMembers(t, s)
 	for i := 0; i < len(s); i++ {
 		if s[i] == '"' {
 			if got, want := stringEnd(s, i), oldStringEnd(s, i); got != want {
 				t.Fatalf("stringEnd(%q, %d) = %d, want %d", s, i, got, want)
 			}
 		}
+	}
+}
+
+// checkMembers: CheckBodyMembers errs as CheckBody does, and on an object
+// gives the members gjson reads, raw.
+func checkMembers(t *testing.T, s string) {
+	t.Helper()
+	var got []string
+	err := CheckBodyMembers([]byte(s), func(k, v string) { got = append(got, k, v) })
+	if want := CheckBody([]byte(s)); !sameError(err, want) {
+		t.Fatalf("CheckBodyMembers(%q) = %v, CheckBody says %v", s, err, want)
+	}
+	if err != nil {
+		return
+	}
+	var want []string
+	if root := gjson.Parse(s); root.IsObject() {
+		root.ForEach(func(k, v gjson.Result) bool {
+			want = append(want, k.Raw, v.Raw)
+			return true
+		})
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("CheckBodyMembers(%q) members %q, gjson reads %q", s, got, want)
 	}
 }
 
