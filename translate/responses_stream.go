@@ -84,14 +84,14 @@ func (x *respStream) reset(upstream Format, req Request, cfg *Config) {
 
 func (s *Stream) respWrite(dst, p []byte) []byte {
 	x := s.rx
-	x.inner.pvAt = -1 // an offset in the last call's output
+	x.inner.takeViews() // offsets in the last call's output
 	x.buf = x.inner.Write(x.buf[:0], p)
 	return s.respDrain(dst)
 }
 
 func (s *Stream) respClose(dst []byte) []byte {
 	x := s.rx
-	x.inner.pvAt = -1
+	x.inner.takeViews()
 	x.buf = x.inner.Close(x.buf[:0])
 	dst = s.respDrain(dst)
 	if !s.done { // the inner stream always ends; this is a safety net
@@ -104,18 +104,18 @@ func (s *Stream) respClose(dst []byte) []byte {
 
 func (s *Stream) respAbort(dst []byte, e *Error) []byte {
 	x := s.rx
-	x.inner.pvAt = -1
+	x.inner.takeViews()
 	x.buf = x.inner.Abort(x.buf[:0], e)
 	return s.respDrain(dst)
 }
 
 // respDrain writes the Responses events for the chat events in rx.buf. A
 // chunk the inner pass-through passed as it came is not read again: the
-// pass-through's reading of it (pv) is used.
+// pass-through's reading of it (its view) is used.
 func (s *Stream) respDrain(dst []byte) []byte {
 	s.out = dst
 	b := s.rx.buf
-	in := &s.rx.inner
+	views := s.rx.inner.views
 	for len(b) > 0 && !s.done {
 		at := len(s.rx.buf) - len(b)
 		i := bytes.Index(b, sseEnd)
@@ -132,8 +132,9 @@ func (s *Stream) respDrain(dst []byte) []byte {
 			switch d := b2s(ev[6:]); {
 			case d == "[DONE]":
 				s.respFinal()
-			case at+6 == in.pvAt:
-				s.respRead(&in.pv, d)
+			case len(views) > 0 && at+6 == views[0].at:
+				s.respRead(&views[0].r, d)
+				views = views[1:]
 			default:
 				s.respChunk(d)
 			}

@@ -57,11 +57,12 @@ type Stream struct {
 	kv []rawMember // the members of the choice being passed (passChoice)
 
 	// A chat pass-through that feeds a Responses writer (keepView) also
-	// reads each chunk for it: pv is the last chunk passed as it came, its
-	// JSON at pvAt in the output (-1: none, or its bytes have been reused).
+	// reads each chunk for it: views are the chunks passed as they came
+	// since the last takeViews, in order, each with the event data its
+	// reading points into (spare: data buffers to reuse).
 	keepView, pvBad bool
-	pv              chunkRead
-	pvAt            int
+	views           []passedView
+	spare           [][]byte
 
 	// rx writes the events of a Responses client (responses_stream.go).
 	rx *respStream
@@ -85,7 +86,7 @@ func (s *Stream) Reset(client, upstream Format, req Request, cfg *Config) {
 		stopSeq: s.stopSeq[:0], tools: s.tools[:0], live: -1,
 		choices: s.choices[:0], ub: s.ub[:0], chatPrefix: s.chatPrefix[:0],
 		cr: chunkRead{choices: s.cr.choices[:0]}, kv: s.kv[:0],
-		pv: chunkRead{choices: s.pv.choices[:0]}, pvAt: -1,
+		views: s.views[:0], spare: s.spare,
 		rx: s.rx,
 	}
 	s.think.pend = s.think.pend[:0]
@@ -242,7 +243,6 @@ func (s *Stream) sseLine(line []byte) {
 	}
 	switch b2s(name) {
 	case "data":
-		s.pvAt = -1 // pv's strings are in s.data
 		if s.hasData {
 			s.data = append(s.data, '\n')
 		}
@@ -255,7 +255,6 @@ func (s *Stream) sseLine(line []byte) {
 	case "event":
 		s.event = append(s.event[:0], val...)
 	case "error": // llama.cpp reports a failure as an `error:` field
-		s.pvAt = -1
 		s.event = append(s.event[:0], "error"...)
 		s.data = append(s.data[:0], val...)
 		s.hasData = true

@@ -143,7 +143,6 @@ func (s *Stream) choice(idx string) *choiceState {
 func (s *Stream) passChunk(d string) {
 	s.began = true
 	s.enc = append(s.enc[:0], '{')
-	s.pvAt = -1
 	pv := s.passView()
 	changed, anyChoice := false, false
 	var usageV string
@@ -194,23 +193,64 @@ func (s *Stream) passChunk(d string) {
 		s.out = append(s.out, '}')
 	} else {
 		if pv != nil && !s.pvBad {
-			s.pvAt = len(s.out)
+			s.holdView(len(s.out))
 		}
 		s.out = append(s.out, d...)
 	}
 	s.out = append(s.out, "\n\n"...)
 }
 
-// passView readies s.pv for the chunk about to be passed, or returns nil
-// when nobody reads it.
+// passedView is a chunk a chat pass-through passed as it came, read for a
+// Responses writer: its JSON starts at at in the output, and r points into
+// data, the event's data, which the view keeps until takeViews.
+type passedView struct {
+	at   int
+	r    chunkRead
+	data []byte
+}
+
+// passView readies a view for the chunk about to be passed, or returns nil
+// when nobody reads it; holdView keeps it.
 func (s *Stream) passView() *chunkRead {
 	if !s.keepView {
 		return nil
 	}
-	s.pv.top = chatTop{}
-	s.pv.choices = s.pv.choices[:0]
+	n := len(s.views)
+	if n < cap(s.views) {
+		s.views = s.views[:n+1]
+	} else {
+		s.views = append(s.views, passedView{})
+	}
+	v := &s.views[n]
+	v.r.top, v.r.choices = chatTop{}, v.r.choices[:0]
+	s.views = s.views[:n]
 	s.pvBad = false
-	return &s.pv
+	return &v.r
+}
+
+// holdView keeps the view passView readied, for a chunk whose JSON is at at
+// in the output. The view takes the event data its strings point into, so
+// that the next event is read into another buffer.
+func (s *Stream) holdView(at int) {
+	n := len(s.views)
+	s.views = s.views[:n+1]
+	v := &s.views[n]
+	v.at, v.data = at, s.data
+	s.data = nil
+	if k := len(s.spare); k > 0 {
+		s.data, s.spare = s.spare[k-1][:0], s.spare[:k-1]
+	}
+}
+
+// takeViews drops the views kept so far (their data buffers are reused),
+// before a write whose output they do not describe.
+func (s *Stream) takeViews() {
+	for i := range s.views {
+		v := &s.views[i]
+		s.spare = append(s.spare, v.data[:0])
+		v.data = nil
+	}
+	s.views = s.views[:0]
 }
 
 // passChoices rewrites the choices array the walk is at into s.enc and

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -138,15 +139,16 @@ func FuzzStreamChunkReaders(f *testing.F) {
 				a.out, b.out = nil, nil
 				if !a.done {
 					r.newRun(a, d)
-					if a.pvAt >= 0 {
+					for _, v := range a.views {
 						// A chunk passed as it came: the view is what
 						// the Responses writer would read of it.
 						var want chunkRead
-						want.read(b2s(a.out[a.pvAt:]))
-						if !reflect.DeepEqual(a.pv, want) {
-							t.Fatalf("%s: view of %s\n%+v\nwant %+v", r.name, d, a.pv, want)
+						want.read(b2s(a.out[v.at:]))
+						if !reflect.DeepEqual(v.r, want) {
+							t.Fatalf("%s: view of %s\n%+v\nwant %+v", r.name, d, v.r, want)
 						}
 					}
+					a.takeViews()
 				}
 				if !b.done {
 					r.oldRun(b, d)
@@ -160,23 +162,35 @@ func FuzzStreamChunkReaders(f *testing.F) {
 }
 
 // A Responses writer does not read again a chunk the inner pass-through
-// passed as it came; it reads one the pass-through rewrote.
+// passed as it came (however many one write holds); it reads one the
+// pass-through rewrote.
 func TestResponsesReadsPassedChunkOnce(t *testing.T) {
 	s := primed(Responses, Chat, chatContentChunk)
+	const unread = "unread"
+	readAgain := func() bool { return s.cr.top.id != unread }
+
+	s.cr.top.id = unread
 	out := s.Write(nil, chatContentChunk)
-	if s.rx.inner.pvAt < 0 || !strings.Contains(string(out), `"delta":" the linker"`) {
-		t.Fatalf("pvAt = %d\n%s", s.rx.inner.pvAt, out)
+	if readAgain() || len(s.rx.inner.views) != 1 || !strings.Contains(string(out), `"delta":" the linker"`) {
+		t.Fatalf("read again %v, %d views\n%s", readAgain(), len(s.rx.inner.views), out)
 	}
 	renamed := strings.Replace(string(chatReasoningChunk), `"reasoning_content"`, `"reasoning"`, 1)
 	out = s.Write(nil, []byte(renamed))
-	if s.rx.inner.pvAt >= 0 || !strings.Contains(string(out), "response.reasoning_summary_text.delta") {
-		t.Fatalf("rewritten chunk: pvAt = %d\n%s", s.rx.inner.pvAt, out)
+	if !readAgain() || len(s.rx.inner.views) != 0 || !strings.Contains(string(out), "response.reasoning_summary_text.delta") {
+		t.Fatalf("rewritten chunk: read again %v, %d views\n%s", readAgain(), len(s.rx.inner.views), out)
 	}
-	// Two chunks in one write, then the data line of a third, which reuses
-	// the bytes the views point into: both are read again.
-	two := append(append([]byte{}, chatContentChunk...), chatContentChunk...)
-	out = s.Write(nil, append(two, "data: {\"choices\":[]\n"...))
-	if got := strings.Count(string(out), "event: response.output_text.delta"); got != 2 || s.rx.inner.pvAt >= 0 {
-		t.Fatalf("%d deltas, pvAt %d\n%s", got, s.rx.inner.pvAt, out)
+	// Three chunks in one write, then the data line of a fourth, read into
+	// a buffer of its own: each is read once, through its view.
+	s.cr.top.id = unread
+	three := slices.Concat(chatContentChunk, chatContentChunk, chatContentChunk, []byte("data: {\"choices\":[]\n"))
+	out = s.Write(nil, three)
+	if got := strings.Count(string(out), "event: response.output_text.delta"); got != 3 || readAgain() || len(s.rx.inner.views) != 3 {
+		t.Fatalf("%d deltas, read again %v, %d views\n%s", got, readAgain(), len(s.rx.inner.views), out)
+	}
+	// The views' buffers are reused, and nothing is allocated for them.
+	many := slices.Concat(chatContentChunk, chatContentChunk, chatContentChunk, chatContentChunk)
+	out = s.Write(out[:0], many)
+	if n := testing.AllocsPerRun(50, func() { out = s.Write(out[:0], many) }); n != 0 {
+		t.Errorf("%v allocations per write", n)
 	}
 }
