@@ -58,11 +58,12 @@ type Stream struct {
 
 	// A chat pass-through that feeds a Responses writer (keepView) also
 	// reads each chunk for it: views are the chunks passed as they came
-	// since the last takeViews, in order, each with the event data its
-	// reading points into (spare: data buffers to reuse).
+	// since the last takeViews, in order. Their readings point into data
+	// before dataAt, which is kept until takeViews; the event being read is
+	// data[dataAt:].
 	keepView, pvBad bool
 	views           []passedView
-	spare           [][]byte
+	dataAt          int
 
 	// rx writes the events of a Responses client (responses_stream.go).
 	rx *respStream
@@ -86,8 +87,8 @@ func (s *Stream) Reset(client, upstream Format, req Request, cfg *Config) {
 		stopSeq: s.stopSeq[:0], tools: s.tools[:0], live: -1,
 		choices: s.choices[:0], ub: s.ub[:0], chatPrefix: s.chatPrefix[:0],
 		cr: chunkRead{choices: s.cr.choices[:0]}, kv: s.kv[:0],
-		views: s.views[:0], spare: s.spare,
-		rx: s.rx,
+		views: s.views[:0],
+		rx:    s.rx,
 	}
 	s.think.pend = s.think.pend[:0]
 	s.think.reset(cfg.ThinkPrefilled && req.Reasoning)
@@ -173,10 +174,10 @@ func (s *Stream) Close(dst []byte) []byte {
 	// An event without its closing blank line still counts when it is whole;
 	// a torn one means the upstream broke off.
 	if !s.done && s.hasData {
-		if d := trimJSON(b2s(s.data)); d == "[DONE]" || validEvent(d) {
+		if d := trimJSON(b2s(s.eventData())); d == "[DONE]" || validEvent(d) {
 			s.dispatch()
 		}
-		s.data, s.hasData = s.data[:0], false
+		s.data, s.hasData = s.data[:s.dataAt], false
 	}
 	if !s.done {
 		if s.finished || s.sawDone {
@@ -219,6 +220,9 @@ func (s *Stream) Usage() (input, output, cached, reasoning int64) {
 	return s.u.promptTotal(), s.u.output, s.u.cacheRead, s.u.reasoningTokens(s.reasonBytes, s.otherBytes)
 }
 
+// eventData is the data of the event being read.
+func (s *Stream) eventData() []byte { return s.data[s.dataAt:] }
+
 func (s *Stream) sseLine(line []byte) {
 	if n := len(line); n > 0 && line[n-1] == '\r' {
 		line = line[:n-1]
@@ -246,7 +250,7 @@ func (s *Stream) sseLine(line []byte) {
 		if s.hasData {
 			s.data = append(s.data, '\n')
 		}
-		if len(s.data)+len(val) > maxLine {
+		if len(s.eventData())+len(val) > maxLine {
 			s.fail(NewError(http.StatusBadGateway, APIError, "upstream sent an SSE event larger than 16 MiB"))
 			return
 		}
@@ -256,16 +260,16 @@ func (s *Stream) sseLine(line []byte) {
 		s.event = append(s.event[:0], val...)
 	case "error": // llama.cpp reports a failure as an `error:` field
 		s.event = append(s.event[:0], "error"...)
-		s.data = append(s.data[:0], val...)
+		s.data = append(s.data[:s.dataAt], val...)
 		s.hasData = true
 	}
 }
 
 func (s *Stream) dispatch() {
-	d := trimJSON(b2s(s.data))
+	d := trimJSON(b2s(s.eventData()))
 	ev := b2s(s.event)
 	defer func() {
-		s.data = s.data[:0]
+		s.data = s.data[:s.dataAt]
 		s.hasData = false
 	}()
 	if s.done {
@@ -287,7 +291,7 @@ func (s *Stream) dispatch() {
 	}
 	if !isObj(d) || !validEvent(d) {
 		if ev == "error" {
-			s.fail(UpstreamError(http.StatusBadGateway, s.data))
+			s.fail(UpstreamError(http.StatusBadGateway, s.eventData()))
 			return
 		}
 		s.fail(NewError(http.StatusBadGateway, APIError, "the upstream sent an event that is not a JSON object"))
@@ -295,10 +299,10 @@ func (s *Stream) dispatch() {
 	}
 	// Raw pieces of the event are copied into the client's events, so line
 	// breaks (whitespace, in valid JSON) must go: they would end the SSE line.
-	if bytes.IndexByte(s.data, '\n') >= 0 || bytes.IndexByte(s.data, '\r') >= 0 {
-		for i, c := range s.data {
+	if ev := s.eventData(); bytes.IndexByte(ev, '\n') >= 0 || bytes.IndexByte(ev, '\r') >= 0 {
+		for i, c := range ev {
 			if c == '\n' || c == '\r' {
-				s.data[i] = ' '
+				ev[i] = ' '
 			}
 		}
 	}

@@ -202,11 +202,10 @@ func (s *Stream) passChunk(d string) {
 
 // passedView is a chunk a chat pass-through passed as it came, read for a
 // Responses writer: its JSON starts at at in the output, and r points into
-// data, the event's data, which the view keeps until takeViews.
+// the event's data, which is kept until takeViews.
 type passedView struct {
-	at   int
-	r    chunkRead
-	data []byte
+	at int
+	r  chunkRead
 }
 
 // passView readies a view for the chunk about to be passed, or returns nil
@@ -229,28 +228,23 @@ func (s *Stream) passView() *chunkRead {
 }
 
 // holdView keeps the view passView readied, for a chunk whose JSON is at at
-// in the output. The view takes the event data its strings point into, so
-// that the next event is read into another buffer.
+// in the output, and the event data its strings point into: the next
+// event's data goes after it.
 func (s *Stream) holdView(at int) {
 	n := len(s.views)
 	s.views = s.views[:n+1]
-	v := &s.views[n]
-	v.at, v.data = at, s.data
-	s.data = nil
-	if k := len(s.spare); k > 0 {
-		s.data, s.spare = s.spare[k-1][:0], s.spare[:k-1]
-	}
+	s.views[n].at = at
+	s.dataAt = len(s.data)
 }
 
-// takeViews drops the views kept so far (their data buffers are reused),
-// before a write whose output they do not describe.
+// takeViews drops the views kept so far, before a write whose output they
+// do not describe, and with them the event data they kept.
 func (s *Stream) takeViews() {
-	for i := range s.views {
-		v := &s.views[i]
-		s.spare = append(s.spare, v.data[:0])
-		v.data = nil
-	}
 	s.views = s.views[:0]
+	if s.dataAt > 0 {
+		s.data = s.data[:copy(s.data, s.data[s.dataAt:])]
+		s.dataAt = 0
+	}
 }
 
 // passChoices rewrites the choices array the walk is at into s.enc and

@@ -179,15 +179,22 @@ func TestResponsesReadsPassedChunkOnce(t *testing.T) {
 	if !readAgain() || len(s.rx.inner.views) != 0 || !strings.Contains(string(out), "response.reasoning_summary_text.delta") {
 		t.Fatalf("rewritten chunk: read again %v, %d views\n%s", readAgain(), len(s.rx.inner.views), out)
 	}
-	// Three chunks in one write, then the data line of a fourth, read into
-	// a buffer of its own: each is read once, through its view.
+	// Three chunks in one write, then the data line of a fourth, read after
+	// the data the views point into: each is read once, through its view.
 	s.cr.top.id = unread
-	three := slices.Concat(chatContentChunk, chatContentChunk, chatContentChunk, []byte("data: {\"choices\":[]\n"))
+	fourth := chatContentChunk[:len(chatContentChunk)-1] // no blank line yet
+	three := slices.Concat(chatContentChunk, chatContentChunk, chatContentChunk, fourth)
 	out = s.Write(nil, three)
 	if got := strings.Count(string(out), "event: response.output_text.delta"); got != 3 || readAgain() || len(s.rx.inner.views) != 3 {
 		t.Fatalf("%d deltas, read again %v, %d views\n%s", got, readAgain(), len(s.rx.inner.views), out)
 	}
-	// The views' buffers are reused, and nothing is allocated for them.
+	// The fourth's data moves to the front of the buffer and is read whole.
+	out = s.Write(nil, []byte("\n"))
+	if got := strings.Count(string(out), `"delta":" the linker"`); got != 1 || len(s.rx.inner.views) != 1 {
+		t.Fatalf("fourth chunk: %d deltas, %d views\n%s", got, len(s.rx.inner.views), out)
+	}
+	// Once the event data has grown to hold a write's events, nothing is
+	// allocated for them.
 	many := slices.Concat(chatContentChunk, chatContentChunk, chatContentChunk, chatContentChunk)
 	out = s.Write(out[:0], many)
 	if n := testing.AllocsPerRun(50, func() { out = s.Write(out[:0], many) }); n != 0 {
