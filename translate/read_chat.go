@@ -20,20 +20,25 @@ func (t *chatTop) read(s string) {
 		if !ok {
 			return
 		}
-		switch k {
-		case "id":
-			t.id = v
-		case "model":
-			t.model = v
-		case "created":
-			t.created = v
-		case "choices":
-			t.choices = v
-		case "usage":
-			t.usage = v
-		case "error":
-			t.err = v
-		}
+		t.set(k, v)
+	}
+}
+
+// set records the chunk's top-level member k.
+func (t *chatTop) set(k, v string) {
+	switch k {
+	case "id":
+		t.id = v
+	case "model":
+		t.model = v
+	case "created":
+		t.created = v
+	case "choices":
+		t.choices = v
+	case "usage":
+		t.usage = v
+	case "error":
+		t.err = v
 	}
 }
 
@@ -107,20 +112,25 @@ func (x *chunkDelta) read(d string) {
 		if !ok {
 			return
 		}
-		switch k {
-		case "content":
-			x.content = v
-		case "reasoning_content":
-			x.reasoningContent = v
-		case "reasoning":
-			x.reasoning = v
-		case "refusal":
-			x.refusal = v
-		case "tool_calls":
-			x.toolCalls = v
-		case "function_call":
-			x.functionCall = v
-		}
+		x.set(k, v)
+	}
+}
+
+// set records the delta's member k.
+func (x *chunkDelta) set(k, v string) {
+	switch k {
+	case "content":
+		x.content = v
+	case "reasoning_content":
+		x.reasoningContent = v
+	case "reasoning":
+		x.reasoning = v
+	case "refusal":
+		x.refusal = v
+	case "tool_calls":
+		x.toolCalls = v
+	case "function_call":
+		x.functionCall = v
 	}
 }
 

@@ -161,7 +161,7 @@ func (s *Stream) passChunk(d string) {
 		}
 		v := w.value()
 		if pv != nil {
-			setTopMember(&pv.top, k, v)
+			pv.top.set(k, v)
 		}
 		switch k {
 		case "error":
@@ -393,7 +393,7 @@ func (s *Stream) passDelta(cs *choiceState, d string, last bool, x *chunkDelta) 
 			break
 		}
 		if x != nil {
-			setDeltaMember(x, k, v)
+			x.set(k, v)
 		}
 		switch k {
 		case "content":

@@ -165,27 +165,9 @@ func (x *deltaRead) readValue(w *walk) {
 		if !ok {
 			break
 		}
-		setDeltaMember(&x.chunkDelta, k, o.value())
+		x.chunkDelta.set(k, o.value())
 	}
 	x.raw = w.leave(&o)
-}
-
-// setDeltaMember records a member of a delta, as chunkDelta.read does.
-func setDeltaMember(x *chunkDelta, k, v string) {
-	switch k {
-	case "content":
-		x.content = v
-	case "reasoning_content":
-		x.reasoningContent = v
-	case "reasoning":
-		x.reasoning = v
-	case "refusal":
-		x.refusal = v
-	case "tool_calls":
-		x.toolCalls = v
-	case "function_call":
-		x.functionCall = v
-	}
 }
 
 func (r *chunkRead) read(d string) {
@@ -198,7 +180,7 @@ func (r *chunkRead) read(d string) {
 			return
 		}
 		if k != "choices" {
-			setTopMember(&r.top, k, w.value())
+			r.top.set(k, w.value())
 			continue
 		}
 		r.choices = r.choices[:0]
@@ -221,24 +203,6 @@ func (r *chunkRead) read(d string) {
 			r.dropUnlessFirst(c)
 		}
 		r.top.choices = w.leave(&a)
-	}
-}
-
-// setTopMember records a top-level member of a chunk, as chatTop.read does.
-func setTopMember(t *chatTop, k, v string) {
-	switch k {
-	case "id":
-		t.id = v
-	case "model":
-		t.model = v
-	case "created":
-		t.created = v
-	case "choices":
-		t.choices = v
-	case "usage":
-		t.usage = v
-	case "error":
-		t.err = v
 	}
 }
 
