@@ -101,14 +101,9 @@ func (s *Stream) findTool(key int) int {
 
 func (s *Stream) addTool(key int, idLit, nameLit string) int {
 	n := len(s.tools)
-	if n < cap(s.tools) {
-		s.tools = s.tools[:n+1]
-		t := &s.tools[n]
-		*t = toolState{key: key, id: t.id[:0], name: t.name[:0], args: t.args[:0]}
-	} else {
-		s.tools = append(s.tools, toolState{key: key})
-	}
-	t := &s.tools[n]
+	var t *toolState
+	s.tools, t = extend(s.tools)
+	*t = toolState{key: key, id: t.id[:0], name: t.name[:0], args: t.args[:0]}
 	if isStr(idLit) {
 		t.id = append(t.id, idLit...)
 	}

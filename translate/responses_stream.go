@@ -294,15 +294,10 @@ func (s *Stream) respAdd(k respItemKind) int {
 }
 
 func (x *respStream) newItem(k respItemKind) int {
-	n := len(x.items)
-	if n < cap(x.items) {
-		x.items = x.items[:n+1]
-	} else {
-		x.items = append(x.items, respItem{})
-	}
-	it := &x.items[n]
+	var it *respItem
+	x.items, it = extend(x.items)
 	*it = respItem{kind: k, out: -1, text: it.text[:0], callID: it.callID[:0], name: it.name[:0]}
-	return n
+	return len(x.items) - 1
 }
 
 // respAdded writes the events that open item i.

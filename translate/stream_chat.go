@@ -214,15 +214,9 @@ func (s *Stream) passView() *chunkRead {
 	if !s.keepView {
 		return nil
 	}
-	n := len(s.views)
-	if n < cap(s.views) {
-		s.views = s.views[:n+1]
-	} else {
-		s.views = append(s.views, passedView{})
-	}
-	v := &s.views[n]
+	views, v := extend(s.views)
 	v.r.top, v.r.choices = chatTop{}, v.r.choices[:0]
-	s.views = s.views[:n]
+	s.views = views[:len(views)-1] // holdView takes it
 	s.pvBad = false
 	return &v.r
 }

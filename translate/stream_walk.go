@@ -208,15 +208,23 @@ func (r *chunkRead) read(d string) {
 
 // add appends an empty choice.
 func (r *chunkRead) add() *choiceRead {
-	n := len(r.choices)
-	if n < cap(r.choices) {
-		r.choices = r.choices[:n+1]
-	} else {
-		r.choices = append(r.choices, choiceRead{})
-	}
-	c := &r.choices[n]
+	var c *choiceRead
+	r.choices, c = extend(r.choices)
 	*c = choiceRead{}
 	return c
+}
+
+// extend returns s one element longer and that element, reusing s's
+// capacity: a reused element still holds what it held, so that the caller
+// can keep its buffers.
+func extend[T any](s []T) ([]T, *T) {
+	n := len(s)
+	if n < cap(s) {
+		s = s[:n+1]
+	} else {
+		s = append(s, *new(T))
+	}
+	return s, &s[n]
 }
 
 // dropUnlessFirst drops the choice just added, c, unless its index is 0 or
