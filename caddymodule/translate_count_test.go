@@ -185,3 +185,34 @@ func TestTranslateCountTokensValidates(t *testing.T) {
 		}
 	}
 }
+
+// Without the gate the translator reads the body itself: a body it cannot
+// take is answered in the client's format, on inference and token counts
+// alike, and nothing reaches the upstream.
+func TestTranslateReadFailures(t *testing.T) {
+	tr := newTranslate(t, "timeblock_translate chat")
+	tr.maxBody = 64
+	for _, path := range []string{messagesPath, countPath} {
+		for _, c := range []struct {
+			name, body, encoding string
+			status               int
+			msg                  string
+		}{
+			{"compressed", countBody[:40], "gzip", http.StatusUnsupportedMediaType, "send the JSON uncompressed"},
+			{"too large", countBody, "", http.StatusRequestEntityTooLarge, "larger than 64 bytes"},
+		} {
+			r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(c.body))
+			if c.encoding != "" {
+				r.Header.Set("Content-Encoding", c.encoding)
+			}
+			w := httptest.NewRecorder()
+			if err := tr.ServeHTTP(w, r, unreachable(t)); err != nil {
+				t.Fatalf("%s %s: %v", path, c.name, err)
+			}
+			body := w.Body.String()
+			if w.Code != c.status || !strings.Contains(body, c.msg) || !strings.Contains(body, `"type":"error"`) {
+				t.Errorf("%s %s: %d %s", path, c.name, w.Code, body)
+			}
+		}
+	}
+}
