@@ -333,6 +333,7 @@ func chatToolCall(c *cursor, i, j int) *Error {
 	}
 	var id, typ, custom string
 	var fnErr *Error
+	sawFn := false
 	for {
 		k, ok := c.key()
 		if !ok {
@@ -345,7 +346,7 @@ func chatToolCall(c *cursor, i, j int) *Error {
 			typ = c.raw()
 		case "function":
 			at := c.begin()
-			fnErr = chatCallFunction(c, i, j)
+			fnErr, sawFn = chatCallFunction(c, i, j), true
 			c.finish(at, fnErr)
 		case "custom":
 			custom = c.raw()
@@ -356,6 +357,9 @@ func chatToolCall(c *cursor, i, j int) *Error {
 	}
 	switch {
 	case isNull(typ) || strEq(typ, "function"):
+		if !sawFn { // checked as an empty function
+			return chatCallFunction(&cursor{}, i, j)
+		}
 		return fnErr
 	case strEq(typ, "custom"):
 		if !isObj(custom) || !isStr(field(custom, "name")) {

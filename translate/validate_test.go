@@ -53,6 +53,7 @@ var refusedShapes = map[Format][]struct {
 		{"tool_calls object", `{"model":"m","messages":[{"role":"assistant","tool_calls":{}}]}`, "messages.0.tool_calls: must be an array", ""},
 		{"tool call without id", `{"model":"m","messages":[{"role":"assistant","tool_calls":[{"type":"function","function":{"name":"f","arguments":"{}"}}]}]}`, "messages.0.tool_calls.0.id: must be a string", ""},
 		{"tool call arguments object", `{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":{}}}]}]}`, "messages.0.tool_calls.0.function.arguments: must be a string", "JSON"},
+		{"tool call without function", `{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"c"}]}]}`, "messages.0.tool_calls.0.function: must be an object {name, arguments}", ""},
 		{"tool call type", `{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"web_search","function":{"name":"f"}}]}]}`, "messages.0.tool_calls.0.type: must be function or custom", ""},
 		{"n string", `{"model":"m","messages":[],"n":"x"}`, "n: must be a positive integer", "1"},
 		{"n zero", `{"model":"m","messages":[],"n":0}`, "n: must be a positive integer", "1"},
