@@ -303,7 +303,7 @@ func (tw *translateWriter) WriteHeader(status int) {
 		tw.ResponseWriterWrapper.WriteHeader(status)
 		return
 	}
-	// A held body's Content-Length is rewritten by finish.
+	h.Del("Content-Length") // a held body's is set by finish
 	switch {
 	case status >= 300:
 		tw.mode = modeError
@@ -311,7 +311,6 @@ func (tw *translateWriter) WriteHeader(status int) {
 		tw.mode = modeStream
 		tw.stream = streamPool.Get().(*pooledStream)
 		tw.stream.Reset(tw.client, tw.upstream, tw.req, tw.cfg)
-		h.Del("Content-Length")
 		tw.hv.set(h, "Content-Type", "text/event-stream; charset=utf-8")
 		tw.hv.set(h, "Cache-Control", "no-cache")
 		tw.hv.set(h, "X-Accel-Buffering", "no")
@@ -528,7 +527,6 @@ func (tw *translateWriter) finish(nextErr error) error {
 		h := rw.Header()
 		status := tw.status
 		if len(tw.held) == 0 && (status == http.StatusNoContent || status == http.StatusNotModified) {
-			h.Del("Content-Length")
 			tw.wroteHeader = true
 			rw.WriteHeader(status)
 			return nil

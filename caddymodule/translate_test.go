@@ -409,3 +409,26 @@ func TestTranslateStreamFlushesEachEventOnce(t *testing.T) {
 		t.Errorf("stream incomplete: %q", ops)
 	}
 }
+
+// An upstream that breaks off a held body leaves nothing behind for Caddy's
+// error handling to answer with: not the upstream's Content-Length either.
+func TestTranslateBrokenBodyLeavesNoLength(t *testing.T) {
+	tr := newTranslate(t, "timeblock_translate chat")
+	broken := errors.New("upstream connection reset")
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", "300")
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, `{"id":`)
+		return broken
+	})
+	r := httptest.NewRequest(http.MethodPost, "/compat/v1/messages",
+		strings.NewReader(`{"model":"m","max_tokens":64,"messages":[{"role":"user","content":"Hi"}]}`))
+	w := httptest.NewRecorder()
+	if err := tr.ServeHTTP(w, r, next); !errors.Is(err, broken) {
+		t.Fatalf("error %v, want the upstream's", err)
+	}
+	if w.Code != http.StatusOK || w.Body.Len() != 0 || w.Header().Get("Content-Length") != "" {
+		t.Fatalf("wrote %d %q with Content-Length %q", w.Code, w.Body, w.Header().Get("Content-Length"))
+	}
+}
