@@ -187,11 +187,17 @@ func (f *inferenceFields) detach() {
 // after its rewrites, as one allocation that reads, closes, and rewinds for
 // a retry (GetBody). The gate leaves it in VarBody; the translator reads
 // the bytes from it and, when it rewrites them, puts the new ones in it.
-// The values of the request headers set on the way live in it too.
+// The values of the request headers set on the way live in it too, and so
+// does the translator's response writer: a translated request costs one
+// allocation for what the gate and the translator keep of it.
 type forwardedBody struct {
 	bytes.Reader
 	body []byte
 	hdr  headerValues
+	tw   translateWriter
+	// twTaken: tw serves a response already (a second translator on the
+	// same request makes its own).
+	twTaken bool
 }
 
 // Bytes returns the body as forwarded.

@@ -215,7 +215,8 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	r.URL.Path, r.URL.RawPath = t.Path, ""
 	translateHeaders(r, client, t.cfg.Upstream)
 
-	tw := &translateWriter{
+	tw := fb.writer()
+	*tw = translateWriter{
 		ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w},
 		client:                client,
 		upstream:              t.cfg.Upstream,
@@ -238,6 +239,16 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 		return nil
 	}
 	return err
+}
+
+// writer returns the translateWriter kept in fb, or a new one when that one
+// is taken.
+func (fb *forwardedBody) writer() *translateWriter {
+	if fb.twTaken {
+		return new(translateWriter)
+	}
+	fb.twTaken = true
+	return &fb.tw
 }
 
 // writer modes, settled when the upstream's status and headers arrive

@@ -432,3 +432,13 @@ func TestTranslateBrokenBodyLeavesNoLength(t *testing.T) {
 		t.Fatalf("wrote %d %q with Content-Length %q", w.Code, w.Body, w.Header().Get("Content-Length"))
 	}
 }
+
+// A request's response writer lives in its forwarded body, once: a second
+// translator on the same request gets a writer of its own.
+func TestForwardedBodyWriterOnce(t *testing.T) {
+	fb := new(forwardedBody)
+	first, second := fb.writer(), fb.writer()
+	if first != &fb.tw || second == first {
+		t.Fatalf("writers %p and %p, the kept one at %p", first, second, &fb.tw)
+	}
+}
