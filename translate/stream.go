@@ -61,9 +61,9 @@ type Stream struct {
 	// since the last takeViews, in order. Their readings point into data
 	// before dataAt, which is kept until takeViews; the event being read is
 	// data[dataAt:].
-	keepView, pvBad bool
-	views           []passedView
-	dataAt          int
+	keepView, viewIncomplete bool
+	views                    []passedView
+	dataAt                   int
 
 	// rx writes the events of a Responses client (responses_stream.go).
 	rx *respStream

@@ -138,8 +138,8 @@ func (s *Stream) choice(idx string) *choiceState {
 // "tool_calls", usage completed with zeros and a reasoning estimate; the
 // usage-only chunk is dropped when the client did not ask for it. The
 // rewrite into s.enc is built as the chunk is walked, once. For a Responses
-// writer (keepView), the walk also fills s.pv, so that a chunk passed as it
-// came need not be read again (respDrain).
+// writer (keepView), the walk also fills a view (pv), so that a chunk passed
+// as it came need not be read again (respDrain).
 func (s *Stream) passChunk(d string) {
 	s.began = true
 	s.enc = append(s.enc[:0], '{')
@@ -192,7 +192,7 @@ func (s *Stream) passChunk(d string) {
 		s.out = append(s.out, s.enc...)
 		s.out = append(s.out, '}')
 	} else {
-		if pv != nil && !s.pvBad {
+		if pv != nil && !s.viewIncomplete {
 			s.holdView(len(s.out))
 		}
 		s.out = append(s.out, d...)
@@ -217,7 +217,7 @@ func (s *Stream) passView() *chunkRead {
 	views, v := extend(s.views)
 	v.r.top, v.r.choices = chatTop{}, v.r.choices[:0]
 	s.views = views[:len(views)-1] // holdView takes it
-	s.pvBad = false
+	s.viewIncomplete = false
 	return &v.r
 }
 
@@ -359,7 +359,7 @@ func (s *Stream) viewMember(c *choiceRead, cs *choiceState, k, v string) {
 		c.chunkChoice.delta = v
 		c.deltaOrMessage, c.fromMessage = v, false
 		if cs == nil && isObj(v) {
-			s.pvBad = true // passDelta will not read it
+			s.viewIncomplete = true // passDelta will not read it
 		}
 	case "message":
 		mw := walk{s: v}
