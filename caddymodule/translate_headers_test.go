@@ -110,3 +110,24 @@ func TestHeaderValues(t *testing.T) {
 		t.Fatalf("first Content-Length changed to %q", first)
 	}
 }
+
+// Headers the client did not send are added for the upstream: an
+// uncompressed answer, and the messages API's version for a messages
+// upstream.
+func TestTranslateAddsUpstreamHeaders(t *testing.T) {
+	tr := newTranslate(t, "timeblock_translate messages")
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions",
+		strings.NewReader(`{"model":"m","max_tokens":64,"messages":[{"role":"user","content":"Hi"}]}`))
+	var seen http.Header
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		seen = r.Header.Clone()
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	})
+	if err := tr.ServeHTTP(httptest.NewRecorder(), r, next); err != nil {
+		t.Fatal(err)
+	}
+	if seen.Get("Accept-Encoding") != "identity" || seen.Get("Anthropic-Version") != "2023-06-01" {
+		t.Fatalf("upstream headers %v", seen)
+	}
+}
