@@ -46,8 +46,9 @@ type Grant struct {
 type Admission struct {
 	PoolID          string // the pool serving the model ("" when the key holds none)
 	PoolSlug        string
-	Lanes           int // simultaneous requests allowed now in that pool
-	Boosts          int // boost members open now in that pool
+	Model           string // the grant's name for the model: a string of the entitlement's own
+	Lanes           int    // simultaneous requests allowed now in that pool
+	Boosts          int    // boost members open now in that pool
 	MaxOutputTokens int
 	// ModelHeld is false when the key holds no grant for the model at all (404);
 	// when it is true but Lanes is 0, the window is closed and NextOpen says

@@ -250,7 +250,7 @@ func (e *Entitlement) At(t time.Time, model string) Admission {
 		return a
 	}
 	a.ModelHeld = true
-	a.PoolID, a.PoolSlug, a.MaxOutputTokens = chosen.PoolID, chosen.PoolSlug, chosen.MaxOutputTokens
+	a.PoolID, a.PoolSlug, a.Model, a.MaxOutputTokens = chosen.PoolID, chosen.PoolSlug, chosen.Model, chosen.MaxOutputTokens
 	for i := range e.Grants {
 		g := &e.Grants[i]
 		if g.PoolID != chosen.PoolID || !g.openAt(t, h) {

@@ -112,8 +112,8 @@ func TestEntitlementQuantityAndModel(t *testing.T) {
 		t.Errorf("ValidUntil %v, want the period end %v", e.ValidUntil, sub.CurrentPeriodEnd)
 	}
 	for _, h := range []int{8, 15, 16, 23} {
-		if a := e.At(entAt(0, h, 30), "m1"); a.Lanes != 3 || a.Boosts != 0 {
-			t.Errorf("%02d:30: %+v, want 3 lanes", h, a)
+		if a := e.At(entAt(0, h, 30), "m1"); a.Lanes != 3 || a.Boosts != 0 || a.Model != "m1" {
+			t.Errorf("%02d:30: %+v, want 3 lanes of m1", h, a)
 		}
 	}
 	// Closed at 03:00: opens at 08:00.
@@ -121,7 +121,7 @@ func TestEntitlementQuantityAndModel(t *testing.T) {
 		t.Errorf("03:00: %+v", a)
 	}
 	// Another model: not held at all.
-	if a := e.At(entAt(0, 9, 0), "other"); a.ModelHeld || a.Lanes != 0 || a.PoolID != "" || !a.NextOpen.IsZero() {
+	if a := e.At(entAt(0, 9, 0), "other"); a.ModelHeld || a.Lanes != 0 || a.PoolID != "" || a.Model != "" || !a.NextOpen.IsZero() {
 		t.Errorf("other model: %+v", a)
 	}
 	// Quantity 0 (legacy) counts as one seat.

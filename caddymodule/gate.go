@@ -32,7 +32,9 @@ const defaultLaneWait = 5 * time.Second
 const (
 	// VarBody holds the request body as forwarded, after the gate's
 	// rewrites: a *forwardedBody (a pointer, so that storing it allocates
-	// nothing), whose Bytes are what r.Body reads.
+	// nothing), whose Bytes are what r.Body reads. They are in a pooled
+	// buffer (body_buffers.go): read them while the handlers after the gate
+	// run, and keep no slice of them after.
 	VarBody = "timeblock.body"
 	// VarBoost holds the priority boost to apply (int): the number of boost
 	// members open now, or 0 when boost_priority is off. On chat requests
@@ -166,7 +168,10 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		return g.serveModels(w, r, ep, modelID, format, ent, now)
 	}
 
-	body, err := readBody(r, g.maxBody)
+	sb, err := readBody(r, g.maxBody)
+	// The gate holds the buffer until it returns; the readers it hands the
+	// transport hold it until they are closed.
+	defer sb.release()
 	switch {
 	case errors.Is(err, errBodyTooLarge):
 		return g.reject(w, format, rejectBodyTooLarge, http.StatusRequestEntityTooLarge, "request_too_large",
@@ -178,6 +183,7 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	case err != nil:
 		return g.reject(w, format, rejectBadRequest, http.StatusBadRequest, "", "could not read the request body: "+err.Error(), 0, ent)
 	}
+	body := sb.bytes()
 	fields, err := scanInference(body, format)
 	if err != nil {
 		return g.reject(w, format, rejectBadRequest, http.StatusBadRequest, "", err.Error(), 0, ent)
@@ -191,7 +197,7 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		return g.windowClosed(w, format, ent, fields.model, adm.NextOpen, now)
 	}
 	if ep == epCount {
-		return g.passCount(w, r, next, ent, &adm, fields.model, body, now)
+		return g.passCount(w, r, next, ent, &adm, sb, now)
 	}
 
 	priority := adm.Boosts
@@ -202,6 +208,7 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	if err != nil {
 		return g.reject(w, format, rejectBadRequest, http.StatusBadRequest, "", err.Error(), 0, ent)
 	}
+	sb.fill(body)
 
 	lease, waited, err := g.state.lanes.Acquire(ctx, admission.LaneKey{KeyID: ent.KeyID, PoolID: adm.PoolID}, adm.PoolSlug, adm.Lanes, g.laneWait())
 	g.state.metrics.laneWait.Observe(waited.Seconds())
@@ -226,12 +233,12 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	g.state.metrics.admissions.WithLabelValues(adm.PoolSlug).Inc()
 	g.state.lastUsed.Record(ent.KeyID, ent.Combined, now)
 	if ce := g.logger.Check(zap.DebugLevel, "admitted"); ce != nil {
-		ce.Write(zap.String("key_id", ent.KeyID), zap.String("pool", adm.PoolSlug), zap.String("model", fields.model),
+		ce.Write(zap.String("key_id", ent.KeyID), zap.String("pool", adm.PoolSlug), zap.String("model", adm.Model),
 			zap.Int("lanes", adm.Lanes), zap.Int("boosts", adm.Boosts), zap.Duration("waited", waited), zap.Bool("clamped", clamped))
 	}
 
-	publish(r, ent, &adm, fields.model)
-	caddyhttp.SetVar(ctx, VarBody, setBody(r, body))
+	publish(r, ent, &adm)
+	caddyhttp.SetVar(ctx, VarBody, setBody(r, sb))
 	caddyhttp.SetVar(ctx, VarBoost, priority)
 	return next.ServeHTTP(w, r)
 }
@@ -288,12 +295,15 @@ func (g *Gate) entitlement(w http.ResponseWriter, r *http.Request, format transl
 // publish sets the gate's placeholders. One provider, answering at replace
 // time, costs one allocation; five Set calls cost several and grow the
 // replacer's map, which reverse_proxy fills too.
-func publish(r *http.Request, ent *accounts.Entitlement, adm *accounts.Admission, model string) {
+// The model is the grant's name for it: the request's own points into a
+// pooled buffer that outlives neither the request nor the gate's return,
+// and placeholders are read later (access logs).
+func publish(r *http.Request, ent *accounts.Entitlement, adm *accounts.Admission) {
 	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	if !ok {
 		return
 	}
-	pool, keyID, boosts, lanes := adm.PoolSlug, ent.KeyID, adm.Boosts, adm.Lanes
+	pool, model, keyID, boosts, lanes := adm.PoolSlug, adm.Model, ent.KeyID, adm.Boosts, adm.Lanes
 	repl.Map(func(key string) (any, bool) {
 		switch key {
 		case "timeblock.pool":
@@ -315,11 +325,11 @@ func publish(r *http.Request, ent *accounts.Entitlement, adm *accounts.Admission
 // upstream little (the translator forwards it to a messages upstream and
 // answers it itself for a chat upstream), so a key may count while its
 // lanes are busy. It still needs the key's hours, like inference.
-func (g *Gate) passCount(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, ent *accounts.Entitlement, adm *accounts.Admission, model string, body []byte, now time.Time) error {
+func (g *Gate) passCount(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, ent *accounts.Entitlement, adm *accounts.Admission, sb *sharedBody, now time.Time) error {
 	g.state.metrics.laneless[lanelessCountTokens].Inc()
 	g.state.lastUsed.Record(ent.KeyID, ent.Combined, now)
-	publish(r, ent, adm, model)
-	caddyhttp.SetVar(r.Context(), VarBody, setBody(r, body))
+	publish(r, ent, adm)
+	caddyhttp.SetVar(r.Context(), VarBody, setBody(r, sb))
 	return next.ServeHTTP(w, r)
 }
 

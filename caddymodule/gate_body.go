@@ -26,9 +26,10 @@ var errBodyTooLarge = errors.New("request body too large")
 // the JSON, and a model server would get bytes nobody checked.
 var errBodyEncoded = errors.New("a request body with a Content-Encoding is not accepted; send the JSON uncompressed")
 
-// readBody reads the whole request body, refusing more than limit bytes.
-// With a Content-Length it reads into one buffer of that size.
-func readBody(r *http.Request, limit int64) ([]byte, error) {
+// readBody reads the whole request body into a pooled buffer, refusing more
+// than limit bytes; the caller holds the buffer once and releases it. With a
+// Content-Length it reads into one buffer of that size. No body is nil.
+func readBody(r *http.Request, limit int64) (*sharedBody, error) {
 	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
 		return nil, errBodyEncoded
 	}
@@ -43,7 +44,8 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 		size = r.ContentLength + 1 // room to see EOF without growing
 	}
 	lr := &io.LimitedReader{R: r.Body, N: limit + 1}
-	buf := make([]byte, 0, size)
+	sb := newSharedBody(int(size))
+	buf := sb.mem
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
@@ -54,13 +56,16 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 			break
 		}
 		if err != nil {
+			sb.release()
 			return nil, err
 		}
 	}
+	sb.fill(buf)
 	if int64(len(buf)) > limit {
+		sb.release()
 		return nil, errBodyTooLarge
 	}
-	return buf, nil
+	return sb, nil
 }
 
 // inferenceFields are the top-level fields of a request body the gate acts on.
@@ -72,7 +77,6 @@ type inferenceFields struct {
 	maxTokensName       string
 	maxCompletionTokens gjson.Result // chat's newer name for the same limit
 	priority            bool         // the client sent a priority of its own
-	detached            bool         // model no longer points into the body
 }
 
 // scanInference checks that body is one JSON object with a model and reads
@@ -108,8 +112,9 @@ func scanInference(body []byte, format translate.Format) (inferenceFields, error
 				modelErr = errors.New("model must be a non-empty string")
 				return
 			}
-			// A view into the body unless the name has escapes; rewriteBody
-			// copies it before it edits the body in place.
+			// A view into the body unless the name has escapes, valid until
+			// rewriteBody edits the body in place; after admission the gate
+			// uses the grant's name (Admission.Model).
 			f.model = m.Str
 		case limit:
 			f.maxTokens = gjson.Parse(v)
@@ -140,8 +145,8 @@ func scanInference(body []byte, format translate.Format) (inferenceFields, error
 // members are open and removed otherwise, since only the gate decides who
 // runs first (a messages or responses body has no priority; the translator
 // writes it when it builds a chat body). It returns body itself when nothing
-// changes, and whether the limit was clamped. Before the first edit it
-// copies f.model out of the body.
+// changes, and whether the limit was clamped. The edits are made in place
+// where they fit, so f's fields are not read after it.
 func rewriteBody(body []byte, f *inferenceFields, maxOut int, chat bool, boosts int) ([]byte, bool, error) {
 	var err error
 	clamped := false
@@ -154,7 +159,6 @@ func rewriteBody(body []byte, f *inferenceFields, maxOut int, chat bool, boosts 
 			if field.v.Type != gjson.Number || field.v.Num <= float64(maxOut) {
 				continue
 			}
-			f.detach()
 			if body, err = sjson.SetRawBytesOptions(body, field.name, strconv.AppendInt(nil, int64(maxOut), 10), opts); err != nil {
 				return nil, false, fmt.Errorf("clamping %s: %w", field.name, err)
 			}
@@ -162,7 +166,6 @@ func rewriteBody(body []byte, f *inferenceFields, maxOut int, chat bool, boosts 
 		}
 	}
 	if chat && (boosts > 0 || f.priority) {
-		f.detach()
 		if boosts > 0 {
 			body, err = sjson.SetRawBytesOptions(body, "priority", strconv.AppendInt(nil, int64(-boosts), 10), opts)
 		} else {
@@ -175,57 +178,60 @@ func rewriteBody(body []byte, f *inferenceFields, maxOut int, chat bool, boosts 
 	return body, clamped, nil
 }
 
-// detach copies the fields that point into the body out of it, so that the
-// body can be edited in place. The gjson results are not used after an edit.
-func (f *inferenceFields) detach() {
-	if !f.detached {
-		f.model, f.detached = strings.Clone(f.model), true
-	}
-}
-
-// forwardedBody is the request body the gate forwards: the bytes it read,
-// after its rewrites, as one allocation that reads, closes, and rewinds for
-// a retry (GetBody). The gate leaves it in VarBody; the translator reads
-// the bytes from it and, when it rewrites them, puts the new ones in it.
-// The values of the request headers set on the way live in it too, and so
-// does the translator's response writer: a translated request costs one
-// allocation for what the gate and the translator keep of it.
+// forwardedBody is the request body the gate forwards, after its rewrites:
+// the request's Body, and its GetBody for a retry. The gate leaves it in
+// VarBody; the translator reads the bytes from it and, when it rewrites
+// them, puts the new ones in it. The values of the request headers set on
+// the way live in it too, and so does the translator's response writer: a
+// translated request costs one allocation for what the gate and the
+// translator keep of it.
+//
+// The bytes are in a pooled buffer (body_buffers.go): Bytes is for the
+// handlers, which hold the buffer while they run; the readers hold it
+// until the transport closes them.
 type forwardedBody struct {
-	bytes.Reader
-	body []byte
-	hdr  headerValues
-	tw   translateWriter
+	cur    *sharedBody
+	curGen uint32
+	rd     bodyReader // the request's Body
+	hdr    headerValues
+	tw     translateWriter
 	// twTaken: tw serves a response already (a second translator on the
 	// same request makes its own).
 	twTaken bool
 }
 
-// Bytes returns the body as forwarded.
-func (b *forwardedBody) Bytes() []byte { return b.body }
+// Bytes returns the body as forwarded. It is valid while the handler that
+// left it runs.
+func (b *forwardedBody) Bytes() []byte { return b.cur.data }
 
-func (b *forwardedBody) Close() error { return nil }
-
+// rewind is the request's GetBody: a new reader of the body, while the
+// request lasts.
 func (b *forwardedBody) rewind() (io.ReadCloser, error) {
-	return io.NopCloser(bytes.NewReader(b.body)), nil
+	rd := new(bodyReader)
+	if !rd.open(b.cur, b.curGen) {
+		return nil, errBodyGone
+	}
+	return rd, nil
 }
 
-// setBody makes body the request's body and returns it as forwarded.
-func setBody(r *http.Request, body []byte) *forwardedBody {
+// setBody makes sb, held by the caller, the request's body and returns it
+// as forwarded.
+func setBody(r *http.Request, sb *sharedBody) *forwardedBody {
 	fb := new(forwardedBody)
-	fb.replace(r, body)
+	fb.replace(r, sb)
 	r.GetBody = fb.rewind
 	return fb
 }
 
-// replace makes body the bytes that fb forwards as r's body (setBody made
-// fb r's body and its GetBody).
-func (b *forwardedBody) replace(r *http.Request, body []byte) {
-	b.body = body
-	b.Reset(body)
-	r.Body = b
-	r.ContentLength = int64(len(body))
+// replace makes sb, held by the caller, the bytes that fb forwards as r's
+// body (setBody made fb r's body and its GetBody).
+func (b *forwardedBody) replace(r *http.Request, sb *sharedBody) {
+	b.cur, b.curGen = sb, sb.gen()
+	b.rd.open(sb, b.curGen) // the caller holds sb: this cannot fail
+	r.Body = &b.rd
+	r.ContentLength = int64(len(sb.data))
 	r.TransferEncoding = nil
-	b.hdr.setLength(r.Header, len(body))
+	b.hdr.setLength(r.Header, len(sb.data))
 }
 
 // isDecimal tells whether s is n in decimal, without allocating.

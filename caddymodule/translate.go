@@ -138,13 +138,14 @@ func putPooled(bp *[]byte, buf []byte) {
 }
 
 // requestBody returns the body the gate left in VarBody (having read and
-// checked it), or reads it here (fb is then nil).
-func (t *Translate) requestBody(r *http.Request) (fb *forwardedBody, body []byte, err error) {
+// checked it), or reads it here: fb is then nil, and the caller holds sb
+// and releases it.
+func (t *Translate) requestBody(r *http.Request) (fb *forwardedBody, sb *sharedBody, err error) {
 	if fb, ok := caddyhttp.GetVar(r.Context(), VarBody).(*forwardedBody); ok {
-		return fb, fb.Bytes(), nil
+		return fb, fb.cur, nil
 	}
-	body, err = readBody(r, t.maxBody)
-	return nil, body, err
+	sb, err = readBody(r, t.maxBody)
+	return nil, sb, err
 }
 
 // readFailed answers a request whose body could not be read here, in the
@@ -171,17 +172,24 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	if client == translate.Unknown || r.Method != http.MethodPost {
 		return next.ServeHTTP(w, r) // not an inference call
 	}
-	fb, body, err := t.requestBody(r)
+	fb, sb, err := t.requestBody(r)
 	if err != nil {
 		return t.readFailed(w, client, err)
 	}
+	if fb == nil {
+		defer sb.release()
+	}
+	body := sb.bytes()
 
-	bp := bodyPool.Get().(*[]byte)
+	// The translated body is built in a pooled buffer, held until the
+	// request ends (body_buffers.go). A translation usually comes out about
+	// as long as what it translates.
+	out := newSharedBody(len(body) + len(body)/4 + 512)
 	translateRequest := translate.TranslateRequest
 	if fb != nil { // the gate checked it: well-formed JSON, not too deep
 		translateRequest = translate.TranslateValidRequest
 	}
-	built, req, terr := translateRequest(client, body, &t.cfg, (*bp)[:0])
+	built, req, terr := translateRequest(client, body, &t.cfg, out.mem)
 	// Boosted keys run first on a chat upstream (vLLM's priority: lower runs
 	// first). The gate set it on chat bodies; a chat body built here from a
 	// messages or Responses request gets it now (the translation drops a
@@ -193,24 +201,23 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 			built = append(built, '}')
 		}
 	}
-	// The body must stay readable for as long as the response lasts (a
-	// stream can take minutes), so it goes upstream as an exact-size copy
-	// and the pooled buffer is back in the pool at once: a thousand open
-	// streams would otherwise hold a thousand 16 KiB buffers. A pass-through
-	// body usually comes out unchanged; then the one already read goes on.
-	unchanged := terr == nil && bytes.Equal(built, body)
-	if terr == nil && !unchanged {
-		body = bytes.Clone(built)
-	}
-	putPooled(bp, built)
-	if terr != nil {
-		return terr.Write(w, client)
+	// A pass-through body usually comes out unchanged; then the one already
+	// read goes on.
+	if terr != nil || bytes.Equal(built, body) {
+		out.release()
+		if terr != nil {
+			return terr.Write(w, client)
+		}
+		out = sb
+	} else {
+		out.fill(built)
+		defer out.release()
 	}
 	switch {
 	case fb == nil: // read here: the request needs it back
-		fb = setBody(r, body)
-	case !unchanged:
-		fb.replace(r, body)
+		fb = setBody(r, out)
+	case out != sb:
+		fb.replace(r, out)
 	}
 	r.URL.Path, r.URL.RawPath = t.Path, ""
 	translateHeaders(r, client, t.cfg.Upstream)

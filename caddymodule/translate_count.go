@@ -29,10 +29,14 @@ func (t *Translate) serveCountTokens(w http.ResponseWriter, r *http.Request, nex
 		return translate.WriteError(w, translate.Messages, http.StatusMethodNotAllowed, translate.InvalidRequest,
 			r.Method+" is not allowed on "+shortPath(r.URL.Path)+"; use POST")
 	}
-	fb, body, err := t.requestBody(r)
+	fb, sb, err := t.requestBody(r)
 	if err != nil {
 		return t.readFailed(w, translate.Messages, err)
 	}
+	if fb == nil {
+		defer sb.release()
+	}
+	body := sb.bytes()
 	if fb == nil { // the gate checks what it reads
 		if terr := translate.CheckBody(body); terr != nil {
 			return terr.Write(w, translate.Messages)
@@ -48,7 +52,7 @@ func (t *Translate) serveCountTokens(w http.ResponseWriter, r *http.Request, nex
 	}
 
 	if fb == nil {
-		setBody(r, body)
+		setBody(r, sb)
 	}
 	r.URL.Path, r.URL.RawPath = t.Path+"/count_tokens", ""
 	// An error body is read and rewritten here, so it must come uncompressed.

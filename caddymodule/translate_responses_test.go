@@ -55,7 +55,7 @@ func TestTranslateResponsesBoost(t *testing.T) {
 	}{{3, float64(-3)}, {0, nil}, {nil, nil}} {
 		body := []byte(`{"model":"m","input":"Hi","priority":-100}`)
 		r := httptest.NewRequest(http.MethodPost, "/v1/responses", strings.NewReader("not read"))
-		vars := map[string]any{VarBody: &forwardedBody{body: body}}
+		vars := map[string]any{VarBody: gateBody(body)}
 		if c.boost != nil {
 			vars[VarBoost] = c.boost
 		}

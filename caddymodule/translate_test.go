@@ -198,7 +198,7 @@ func TestTranslateUsesGateVars(t *testing.T) {
 	tr := newTranslate(t, "timeblock_translate chat")
 	body := []byte(`{"model":"m","max_tokens":64,"messages":[{"role":"user","content":"Hi"}]}`)
 	r := httptest.NewRequest(http.MethodPost, "/compat/v1/messages", strings.NewReader("not read"))
-	r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, map[string]any{VarBody: &forwardedBody{body: body}, VarBoost: 2}))
+	r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, map[string]any{VarBody: gateBody(body), VarBoost: 2}))
 	var up map[string]any
 	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		b, _ := io.ReadAll(r.Body)
@@ -234,7 +234,7 @@ func TestTranslatePassThroughBody(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(c.body))
 			if c.fromGate {
-				fb := setBody(r, []byte(c.body)) // as the gate leaves it
+				fb := setBody(r, sharedBytes([]byte(c.body))) // as the gate leaves it
 				r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, map[string]any{VarBody: fb}))
 			}
 			var got []byte
@@ -431,6 +431,15 @@ func TestTranslateBrokenBodyLeavesNoLength(t *testing.T) {
 	if w.Code != http.StatusOK || w.Body.Len() != 0 || w.Header().Get("Content-Length") != "" {
 		t.Fatalf("wrote %d %q with Content-Length %q", w.Code, w.Body, w.Header().Get("Content-Length"))
 	}
+}
+
+// gateBody is body as the gate leaves it in VarBody, without making it the
+// request's body: a translator that read the request instead would fail.
+func gateBody(body []byte) *forwardedBody {
+	fb := new(forwardedBody)
+	fb.cur = sharedBytes(body)
+	fb.curGen = fb.cur.gen()
+	return fb
 }
 
 // A request's response writer lives in its forwarded body, once: a second
