@@ -23,15 +23,46 @@ import (
 	"sync/atomic"
 )
 
-// Buffers from 1 KiB to 1 MiB are pooled, in power-of-two classes; a body
-// above that is rare enough to leave to the collector, and would pin its
-// buffer in the pool.
+// Buffers from 1 KiB to 1 MiB are pooled, a body above that is rare enough
+// to leave to the collector (and would pin its buffer in the pool). Between
+// two powers of two there are four classes, so that a buffer held for a
+// long stream wastes at most a fifth of itself.
 const (
-	minBodyClass = 10
-	maxBodyClass = 20
+	minBodyBuffer = 1 << 10
+	maxBodyBuffer = 1 << 20
 )
 
-var bodyClasses [maxBodyClass - minBodyClass + 1]sync.Pool
+// bodyClasses has a pool per class: classOf(maxBodyBuffer) + 1.
+var bodyClasses [41]sync.Pool
+
+// classOf numbers the class sizes 2^k · (1 + q/4) from 1 KiB: size is one
+// of them.
+func classOf(size int) int {
+	k := bits.Len(uint(size)) - 1
+	return (k-10)*4 + (size-1<<k)>>(k-2)
+}
+
+// classFor returns the size of the smallest class that holds n bytes, or n
+// itself above the largest.
+func classFor(n int) int {
+	if n <= minBodyBuffer {
+		return minBodyBuffer
+	}
+	k := bits.Len(uint(n)) - 1
+	step := 1 << (k - 2)
+	return 1<<k + (n-1<<k+step-1)/step*step
+}
+
+// classBelow returns the size of the largest class a buffer of c bytes can
+// serve, or 0 when it is outside the pooled sizes.
+func classBelow(c int) int {
+	if c < minBodyBuffer || c > maxBodyBuffer {
+		return 0
+	}
+	k := bits.Len(uint(c)) - 1
+	step := 1 << (k - 2)
+	return 1<<k + (c-1<<k)/step*step
+}
 
 // sharedBody is a request body in a buffer that may be pooled.
 type sharedBody struct {
@@ -49,12 +80,10 @@ type sharedBody struct {
 // newSharedBody returns a buffer of at least n bytes (mem, empty), held
 // once by the caller.
 func newSharedBody(n int) *sharedBody {
-	class := max(bits.Len(uint(max(n, 1)-1)), minBodyClass)
 	var sb *sharedBody
-	size := n
-	if class <= maxBodyClass {
-		sb, _ = bodyClasses[class-minBodyClass].Get().(*sharedBody)
-		size = 1 << class
+	size := classFor(n)
+	if size <= maxBodyBuffer {
+		sb, _ = bodyClasses[classOf(size)].Get().(*sharedBody)
 	}
 	if sb == nil {
 		sb = &sharedBody{mem: make([]byte, 0, size)}
@@ -92,12 +121,12 @@ func (sb *sharedBody) release() {
 	if sb == nil || uint32(sb.state.Add(^uint64(0))) != 0 || sb.mem == nil {
 		return
 	}
-	class := bits.Len(uint(cap(sb.mem))) - 1
-	if class < minBodyClass || class > maxBodyClass {
+	size := classBelow(cap(sb.mem))
+	if size == 0 {
 		return
 	}
 	sb.data, sb.mem = nil, sb.mem[:0]
-	bodyClasses[class-minBodyClass].Put(sb)
+	bodyClasses[classOf(size)].Put(sb)
 }
 
 // bytes returns the body; nil holds none.

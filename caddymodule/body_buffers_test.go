@@ -13,9 +13,10 @@ import (
 // holders is how many hold sb now.
 func holders(sb *sharedBody) uint32 { return uint32(sb.state.Load()) }
 
-// A body stays readable while anyone holds it: the handler that filled it,
-// the request's Body, a body GetBody handed out. It is let go when the last
-// of them is done, and nothing reads it after that.
+// A body stays readable while anyone holds it: the forwarded body (until
+// the handler that made it returns), the request's Body, a body GetBody
+// handed out. It is let go when the last of them is done, and nothing reads
+// it after that.
 func TestSharedBodyHolders(t *testing.T) {
 	want := bytes.Repeat([]byte("a prompt of one user. "), 1000)
 	sb := newSharedBody(len(want))
@@ -23,7 +24,7 @@ func TestSharedBodyHolders(t *testing.T) {
 	r := httptest.NewRequest("POST", "/v1/chat/completions", nil)
 	fb := setBody(r, sb)
 	if holders(sb) != 2 {
-		t.Fatalf("%d holders after setBody, want the handler and the request's Body", holders(sb))
+		t.Fatalf("%d holders after setBody, want the forwarded body and the request's Body", holders(sb))
 	}
 	retry, err := r.GetBody()
 	if err != nil {
@@ -34,7 +35,7 @@ func TestSharedBodyHolders(t *testing.T) {
 	}
 	r.Body.Close()
 	r.Body.Close() // a second Close lets go of nothing more
-	sb.release()   // the handler returns
+	fb.release()   // the handler returns
 	if holders(sb) != 1 {
 		t.Fatalf("%d holders, want the retry's body alone", holders(sb))
 	}
@@ -62,8 +63,9 @@ func TestSharedBodyHolders(t *testing.T) {
 	}
 }
 
-// The translator's new body replaces the gate's: the request's Body lets go
-// of the old one and holds the new one.
+// The translator's new body replaces the gate's: the forwarded body and the
+// request's Body let go of the old one, which is free at once, and hold the
+// new one.
 func TestForwardedBodyReplace(t *testing.T) {
 	r := httptest.NewRequest("POST", "/compat/v1/messages", nil)
 	gate, translated := newSharedBody(10), newSharedBody(10)
@@ -71,17 +73,16 @@ func TestForwardedBodyReplace(t *testing.T) {
 	translated.fill(append(translated.mem, `{"new":2}`...))
 	fb := setBody(r, gate)
 	fb.replace(r, translated)
-	if holders(gate) != 1 || holders(translated) != 2 {
-		t.Fatalf("holders: gate's %d, translated %d", holders(gate), holders(translated))
+	if holders(gate) != 0 || gate.data != nil || holders(translated) != 2 {
+		t.Fatalf("holders: gate's %d (data %q), translated %d", holders(gate), gate.data, holders(translated))
 	}
 	if got, _ := io.ReadAll(r.Body); string(got) != `{"new":2}` || r.ContentLength != 9 {
 		t.Fatalf("Body %q, length %d", got, r.ContentLength)
 	}
 	r.Body.Close()
-	translated.release()
-	gate.release()
-	if holders(gate)+holders(translated) != 0 {
-		t.Fatalf("holders left: %d, %d", holders(gate), holders(translated))
+	fb.release()
+	if holders(translated) != 0 {
+		t.Fatalf("%d holders left", holders(translated))
 	}
 }
 
@@ -94,12 +95,12 @@ func TestBodyReaderCloseWhileReading(t *testing.T) {
 		sb := newSharedBody(len(want))
 		sb.fill(append(sb.mem, want...))
 		r := httptest.NewRequest("POST", "/v1/chat/completions", nil)
-		setBody(r, sb)
+		fb := setBody(r, sb)
 		retry, err := r.GetBody()
 		if err != nil {
 			t.Fatal(err)
 		}
-		sb.release()
+		fb.release()
 		var wg sync.WaitGroup
 		for _, rd := range []io.ReadCloser{r.Body, retry} {
 			wg.Go(func() {
@@ -131,17 +132,40 @@ func TestBodyReaderCloseWhileReading(t *testing.T) {
 	}
 }
 
-// Buffers come in power-of-two classes from 1 KiB; above 1 MiB they are
-// not pooled.
-func TestNewSharedBodySizes(t *testing.T) {
-	for _, c := range []struct{ n, cap int }{{0, 1 << 10}, {1, 1 << 10}, {1024, 1 << 10}, {1025, 2 << 10}, {20001, 32 << 10}, {1 << 20, 1 << 20}} {
+// Buffers come in four classes per power of two from 1 KiB; above 1 MiB
+// they are not pooled. A buffer goes back to the largest class it can
+// serve.
+func TestBodyBufferClasses(t *testing.T) {
+	if n := classOf(maxBodyBuffer) + 1; n != len(bodyClasses) {
+		t.Fatalf("%d classes, %d pools", n, len(bodyClasses))
+	}
+	for _, c := range []struct{ n, cap int }{
+		{0, 1024}, {1, 1024}, {1024, 1024}, {1025, 1280}, {1280, 1280}, {1281, 1536}, {1793, 2048},
+		{20001, 20480}, {20481, 24576}, {1 << 20, 1 << 20},
+	} {
 		sb := newSharedBody(c.n)
 		if cap(sb.mem) != c.cap || len(sb.mem) != 0 || holders(sb) != 1 {
 			t.Errorf("newSharedBody(%d): cap %d, len %d, %d holders; want cap %d", c.n, cap(sb.mem), len(sb.mem), holders(sb), c.cap)
 		}
 		sb.release()
 	}
-	if sb := newSharedBody(1<<20 + 1); cap(sb.mem) != 1<<20+1 {
+	if sb := newSharedBody(1<<20 + 1); cap(sb.mem) < 1<<20+1 {
 		t.Errorf("a body above 1 MiB: cap %d", cap(sb.mem))
+	}
+	seen := map[int]bool{}
+	for size := minBodyBuffer; size <= maxBodyBuffer; size = classFor(size + 1) {
+		if classFor(size) != size || classBelow(size) != size || (size < maxBodyBuffer && classBelow(size+1) != size) || seen[classOf(size)] {
+			t.Errorf("class %d: classFor %d, classBelow %d and of one more %d, index %d seen %v",
+				size, classFor(size), classBelow(size), classBelow(size+1), classOf(size), seen[classOf(size)])
+		}
+		seen[classOf(size)] = true
+	}
+	if len(seen) != len(bodyClasses) {
+		t.Errorf("%d class sizes, %d pools", len(seen), len(bodyClasses))
+	}
+	for _, c := range []int{minBodyBuffer - 1, maxBodyBuffer + 1} {
+		if classBelow(c) != 0 {
+			t.Errorf("classBelow(%d) = %d, want 0: not pooled", c, classBelow(c))
+		}
 	}
 }

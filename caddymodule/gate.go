@@ -169,9 +169,8 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	}
 
 	sb, err := readBody(r, g.maxBody)
-	// The gate holds the buffer until it returns; the readers it hands the
-	// transport hold it until they are closed.
-	defer sb.release()
+	// The gate holds the buffer until it hands it to the forwarded body.
+	defer func() { sb.release() }()
 	switch {
 	case errors.Is(err, errBodyTooLarge):
 		return g.reject(w, format, rejectBodyTooLarge, http.StatusRequestEntityTooLarge, "request_too_large",
@@ -197,7 +196,10 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		return g.windowClosed(w, format, ent, fields.model, adm.NextOpen, now)
 	}
 	if ep == epCount {
-		return g.passCount(w, r, next, ent, &adm, sb, now)
+		fb := setBody(r, sb)
+		sb = nil // held by fb
+		defer fb.release()
+		return g.passCount(w, r, next, ent, &adm, fb, now)
 	}
 
 	priority := adm.Boosts
@@ -238,7 +240,10 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	}
 
 	publish(r, ent, &adm)
-	caddyhttp.SetVar(ctx, VarBody, setBody(r, sb))
+	fb := setBody(r, sb)
+	sb = nil // held by fb
+	defer fb.release()
+	caddyhttp.SetVar(ctx, VarBody, fb)
 	caddyhttp.SetVar(ctx, VarBoost, priority)
 	return next.ServeHTTP(w, r)
 }
@@ -325,11 +330,11 @@ func publish(r *http.Request, ent *accounts.Entitlement, adm *accounts.Admission
 // upstream little (the translator forwards it to a messages upstream and
 // answers it itself for a chat upstream), so a key may count while its
 // lanes are busy. It still needs the key's hours, like inference.
-func (g *Gate) passCount(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, ent *accounts.Entitlement, adm *accounts.Admission, sb *sharedBody, now time.Time) error {
+func (g *Gate) passCount(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, ent *accounts.Entitlement, adm *accounts.Admission, fb *forwardedBody, now time.Time) error {
 	g.state.metrics.laneless[lanelessCountTokens].Inc()
 	g.state.lastUsed.Record(ent.KeyID, ent.Combined, now)
 	publish(r, ent, adm)
-	caddyhttp.SetVar(r.Context(), VarBody, setBody(r, sb))
+	caddyhttp.SetVar(r.Context(), VarBody, fb)
 	return next.ServeHTTP(w, r)
 }
 

@@ -186,9 +186,11 @@ func rewriteBody(body []byte, f *inferenceFields, maxOut int, chat bool, boosts 
 // translated request costs one allocation for what the gate and the
 // translator keep of it.
 //
-// The bytes are in a pooled buffer (body_buffers.go): Bytes is for the
-// handlers, which hold the buffer while they run; the readers hold it
-// until the transport closes them.
+// The bytes are in a pooled buffer (body_buffers.go). The forwarded body
+// holds it until the handler that made it (setBody) calls release as it
+// returns, and the readers hold it until the transport closes them. When
+// the translator replaces the body, the one it replaced is let go at once:
+// a stream holds one buffer, not two.
 type forwardedBody struct {
 	cur    *sharedBody
 	curGen uint32
@@ -200,8 +202,7 @@ type forwardedBody struct {
 	twTaken bool
 }
 
-// Bytes returns the body as forwarded. It is valid while the handler that
-// left it runs.
+// Bytes returns the body as forwarded. It is valid until release.
 func (b *forwardedBody) Bytes() []byte { return b.cur.data }
 
 // rewind is the request's GetBody: a new reader of the body, while the
@@ -214,8 +215,9 @@ func (b *forwardedBody) rewind() (io.ReadCloser, error) {
 	return rd, nil
 }
 
-// setBody makes sb, held by the caller, the request's body and returns it
-// as forwarded.
+// setBody makes sb the request's body and returns it as forwarded, taking
+// over the caller's hold of sb; the caller releases the forwarded body when
+// its handler returns.
 func setBody(r *http.Request, sb *sharedBody) *forwardedBody {
 	fb := new(forwardedBody)
 	fb.replace(r, sb)
@@ -223,16 +225,22 @@ func setBody(r *http.Request, sb *sharedBody) *forwardedBody {
 	return fb
 }
 
-// replace makes sb, held by the caller, the bytes that fb forwards as r's
-// body (setBody made fb r's body and its GetBody).
+// replace makes sb the bytes that fb forwards as r's body (setBody made fb
+// r's body and its GetBody), taking over the caller's hold of sb and
+// letting go of the bytes it forwarded before.
 func (b *forwardedBody) replace(r *http.Request, sb *sharedBody) {
+	old := b.cur
 	b.cur, b.curGen = sb, sb.gen()
-	b.rd.open(sb, b.curGen) // the caller holds sb: this cannot fail
+	b.rd.open(sb, b.curGen) // held: this cannot fail
+	old.release()
 	r.Body = &b.rd
 	r.ContentLength = int64(len(sb.data))
 	r.TransferEncoding = nil
 	b.hdr.setLength(r.Header, len(sb.data))
 }
+
+// release lets go of the body, when the handler that made fb returns.
+func (b *forwardedBody) release() { b.cur.release() }
 
 // isDecimal tells whether s is n in decimal, without allocating.
 func isDecimal(s string, n int) bool {

@@ -138,14 +138,20 @@ func putPooled(bp *[]byte, buf []byte) {
 }
 
 // requestBody returns the body the gate left in VarBody (having read and
-// checked it), or reads it here: fb is then nil, and the caller holds sb
-// and releases it.
-func (t *Translate) requestBody(r *http.Request) (fb *forwardedBody, sb *sharedBody, err error) {
+// checked it), or reads it here and makes it the forwarded body: checked
+// is false then, and the caller releases fb as it returns.
+func (t *Translate) requestBody(r *http.Request) (fb *forwardedBody, checked bool, err error) {
 	if fb, ok := caddyhttp.GetVar(r.Context(), VarBody).(*forwardedBody); ok {
-		return fb, fb.cur, nil
+		return fb, true, nil
 	}
-	sb, err = readBody(r, t.maxBody)
-	return nil, sb, err
+	sb, err := readBody(r, t.maxBody)
+	if err != nil {
+		return nil, false, err
+	}
+	if sb == nil {
+		sb = sharedBytes(nil)
+	}
+	return setBody(r, sb), false, nil
 }
 
 // readFailed answers a request whose body could not be read here, in the
@@ -172,21 +178,20 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	if client == translate.Unknown || r.Method != http.MethodPost {
 		return next.ServeHTTP(w, r) // not an inference call
 	}
-	fb, sb, err := t.requestBody(r)
+	fb, checked, err := t.requestBody(r)
 	if err != nil {
 		return t.readFailed(w, client, err)
 	}
-	if fb == nil {
-		defer sb.release()
+	if !checked {
+		defer fb.release()
 	}
-	body := sb.bytes()
+	body := fb.Bytes()
 
-	// The translated body is built in a pooled buffer, held until the
-	// request ends (body_buffers.go). A translation usually comes out about
-	// as long as what it translates.
+	// The translated body is built in a pooled buffer (body_buffers.go). A
+	// translation usually comes out about as long as what it translates.
 	out := newSharedBody(len(body) + len(body)/4 + 512)
 	translateRequest := translate.TranslateRequest
-	if fb != nil { // the gate checked it: well-formed JSON, not too deep
+	if checked { // by the gate: well-formed JSON, not too deep
 		translateRequest = translate.TranslateValidRequest
 	}
 	built, req, terr := translateRequest(client, body, &t.cfg, out.mem)
@@ -202,21 +207,15 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 		}
 	}
 	// A pass-through body usually comes out unchanged; then the one already
-	// read goes on.
+	// read goes on. Otherwise the new body replaces it, and the buffer of
+	// the client's is free at once.
 	if terr != nil || bytes.Equal(built, body) {
 		out.release()
 		if terr != nil {
 			return terr.Write(w, client)
 		}
-		out = sb
 	} else {
 		out.fill(built)
-		defer out.release()
-	}
-	switch {
-	case fb == nil: // read here: the request needs it back
-		fb = setBody(r, out)
-	case out != sb:
 		fb.replace(r, out)
 	}
 	r.URL.Path, r.URL.RawPath = t.Path, ""

@@ -29,15 +29,15 @@ func (t *Translate) serveCountTokens(w http.ResponseWriter, r *http.Request, nex
 		return translate.WriteError(w, translate.Messages, http.StatusMethodNotAllowed, translate.InvalidRequest,
 			r.Method+" is not allowed on "+shortPath(r.URL.Path)+"; use POST")
 	}
-	fb, sb, err := t.requestBody(r)
+	fb, checked, err := t.requestBody(r)
 	if err != nil {
 		return t.readFailed(w, translate.Messages, err)
 	}
-	if fb == nil {
-		defer sb.release()
+	if !checked {
+		defer fb.release()
 	}
-	body := sb.bytes()
-	if fb == nil { // the gate checks what it reads
+	body := fb.Bytes()
+	if !checked { // the gate checks what it reads
 		if terr := translate.CheckBody(body); terr != nil {
 			return terr.Write(w, translate.Messages)
 		}
@@ -51,9 +51,6 @@ func (t *Translate) serveCountTokens(w http.ResponseWriter, r *http.Request, nex
 		return terr.Write(w, translate.Messages)
 	}
 
-	if fb == nil {
-		setBody(r, sb)
-	}
 	r.URL.Path, r.URL.RawPath = t.Path+"/count_tokens", ""
 	// An error body is read and rewritten here, so it must come uncompressed.
 	r.Header.Set("Accept-Encoding", "identity")
