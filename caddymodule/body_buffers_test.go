@@ -169,3 +169,28 @@ func TestBodyBufferClasses(t *testing.T) {
 		}
 	}
 }
+
+// A request answered without being sent on (nobody closes its Body) still
+// gives its buffer back when the handler that made the forwarded body
+// returns; a body GetBody handed out keeps it until it is closed.
+func TestForwardedBodyReleaseClosesBody(t *testing.T) {
+	r := httptest.NewRequest("POST", "/compat/v1/messages/count_tokens", nil)
+	sb := newSharedBody(10)
+	sb.fill(append(sb.mem, `{"a":1}`...))
+	fb := setBody(r, sb)
+	retry, err := r.GetBody()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb.release()
+	if _, err := r.Body.Read(make([]byte, 1)); !errors.Is(err, errReadAfterClose) || holders(sb) != 1 {
+		t.Fatalf("after release: read %v, %d holders (want the retry's alone)", err, holders(sb))
+	}
+	if got, _ := io.ReadAll(retry); string(got) != `{"a":1}` {
+		t.Fatalf("retry read %q", got)
+	}
+	retry.Close()
+	if holders(sb) != 0 {
+		t.Fatalf("%d holders", holders(sb))
+	}
+}

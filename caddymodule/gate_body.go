@@ -239,8 +239,15 @@ func (b *forwardedBody) replace(r *http.Request, sb *sharedBody) {
 	b.hdr.setLength(r.Header, len(sb.data))
 }
 
-// release lets go of the body, when the handler that made fb returns.
-func (b *forwardedBody) release() { b.cur.release() }
+// release lets go of the body when the handler that made fb returns, and
+// closes the request's Body: a handler that answered without sending the
+// request on (a token count estimated here, a respond) never closed it. A
+// transport still writing the body of a request whose response is done
+// gets an error for the rest; bodies GetBody handed out stay open.
+func (b *forwardedBody) release() {
+	b.rd.Close()
+	b.cur.release()
+}
 
 // isDecimal tells whether s is n in decimal, without allocating.
 func isDecimal(s string, n int) bool {
