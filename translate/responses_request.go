@@ -655,7 +655,7 @@ type inputWriter struct {
 	sysFirst bool   // nothing is in the system message yet
 	lead     bool   // only system items so far: they join the system message
 	run      uint8  // ikAssistant, ikOutput or 0
-	runPos   int    // the offset in items before the run's first item
+	runPos   int    // the offset in items of the run's first item
 	runN     int    // items in the run
 	runIndex int    // index of the run's first item
 }
@@ -677,15 +677,14 @@ func appendInputChat(dst []byte, input, instructions string) ([]byte, *Error) {
 		}
 		return w.dst, nil
 	}
-	it, _ := arrIter(input)
-	for i := 0; ; i++ {
-		pos := it.i
-		item, ok := it.elem()
-		if !ok {
-			break
-		}
+	c := cursor{s: input}
+	if !c.arr() {
+		c.stop() // no items: validation refuses such an input first
+	}
+	for i := 0; c.more(); i++ {
+		pos := c.i
 		path := pathi("input", i)
-		kind, content, err := inputKind(item, path)
+		kind, content, err := inputKind(&c, path)
 		if err != nil {
 			return w.dst, err
 		}
@@ -754,36 +753,36 @@ func (w *inputWriter) flush() *Error {
 	if w.run == 0 {
 		return nil
 	}
-	it := iter{s: w.items, i: w.runPos, end: ']'}
 	var err *Error
 	if w.run == ikAssistant {
-		w.dst, err = appendAssistantRun(w.dst, it, w.runN, w.runIndex)
+		w.dst, err = appendAssistantRun(w.dst, cursor{s: w.items, i: w.runPos}, w.runN, w.runIndex)
 	} else {
-		w.dst, err = appendOutputRun(w.dst, it, w.runN, w.runIndex)
+		w.dst, err = appendOutputRun(w.dst, iter{s: w.items, i: w.runPos, end: ']'}, w.runN, w.runIndex)
 	}
 	w.run = 0
 	return err
 }
 
-// inputKind classifies an input item; content is a message's content.
-func inputKind(item, path string) (uint8, string, *Error) {
-	if !isObj(item) {
+// inputKind classifies the input item at c and leaves c past it; content
+// is a message's content. Walking the item where it stands, instead of
+// finding its end first, scans it once.
+func inputKind(c *cursor, path string) (uint8, string, *Error) {
+	if !c.obj() {
 		return 0, "", badRequest(path + ": must be an object")
 	}
 	var typ, role, content string
-	it, _ := objIter(item)
 	for {
-		k, v, ok := it.next()
+		k, ok := c.key()
 		if !ok {
 			break
 		}
 		switch k {
 		case "type":
-			typ = v
+			typ = c.raw()
 		case "role":
-			role = v
+			role = c.raw()
 		case "content":
-			content = v
+			content = c.raw()
 		}
 	}
 	switch {
@@ -942,49 +941,55 @@ type runItem struct {
 	encrypted, reasoning, summary string
 }
 
-func readRunItem(item string) runItem {
+func readRunItem(c *cursor) runItem {
 	var r runItem
-	it, _ := objIter(item)
+	if !c.obj() {
+		c.skip()
+		return r
+	}
 	for {
-		k, v, ok := it.next()
+		k, ok := c.key()
 		if !ok {
 			return r
 		}
+		var v *string
 		switch k {
 		case "type":
-			r.typ = v
+			v = &r.typ
 		case "role":
-			r.role = v
+			v = &r.role
 		case "content":
-			r.content = v
+			v = &r.content
 		case "call_id":
-			r.callID = v
+			v = &r.callID
 		case "name":
-			r.name = v
+			v = &r.name
 		case "namespace":
-			r.namespace = v
+			v = &r.namespace
 		case "arguments":
-			r.args = v
+			v = &r.args
 		case "encrypted_content":
-			r.encrypted = v
+			v = &r.encrypted
 		case "summary":
-			r.summary = v
+			v = &r.summary
+		default:
+			continue
 		}
+		*v = c.raw()
 	}
 }
 
-// appendAssistantRun writes n assistant-side items read from it as one
+// appendAssistantRun writes n assistant-side items read from c as one
 // assistant message: the messages' text as content, and on a turn that
 // calls tools the reasoning as reasoning_content (reasoning templates need
 // it to continue after the results come back) and the calls as tool_calls.
 // The items are read once and written in three passes.
-func appendAssistantRun(dst []byte, it iter, n, index int) ([]byte, *Error) {
+func appendAssistantRun(dst []byte, c cursor, n, index int) ([]byte, *Error) {
 	var buf [8]runItem
 	items := buf[:0]
 	calls := 0
-	for k := 0; k < n; k++ {
-		raw, _ := it.elem()
-		r := readRunItem(raw)
+	for k := 0; k < n && c.more(); k++ {
+		r := readRunItem(&c)
 		switch {
 		case strEq(r.typ, "function_call"):
 			calls++
