@@ -5,10 +5,11 @@ package caddymodule
 // garbage per request, and under load the collector's share of that cost
 // more than checking the JSON.
 //
-// A buffer is shared by the handler that filled it and by every reader the
-// transport opens on it: the request's Body and each body GetBody hands out
-// for a retry, which the transport may still read or close from another
-// goroutine after its RoundTrip returned. Reused early, a buffer would send
+// A buffer is shared by the forwarded body (gate_body.go), while the
+// handler that made it runs, and by every reader the transport opens on it:
+// the request's Body and each body GetBody hands out for a retry, which the
+// transport may still read or close from another goroutine after its
+// RoundTrip returned. Reused early, a buffer would send
 // one user's prompt in another user's request, so nothing reads one without
 // holding a reference, and it goes back to its pool only when the last
 // holder lets go. A reference taken through a stale pointer fails rather
