@@ -300,9 +300,9 @@ func (g *Gate) entitlement(w http.ResponseWriter, r *http.Request, format transl
 // publish sets the gate's placeholders. One provider, answering at replace
 // time, costs one allocation; five Set calls cost several and grow the
 // replacer's map, which reverse_proxy fills too.
-// The model is the grant's name for it: the request's own points into a
-// pooled buffer that outlives neither the request nor the gate's return,
-// and placeholders are read later (access logs).
+// The model is the grant's name for it: the request's own name points into
+// a pooled buffer, reused once the gate returns, and placeholders are read
+// later (access logs).
 func publish(r *http.Request, ent *accounts.Entitlement, adm *accounts.Admission) {
 	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	if !ok {
