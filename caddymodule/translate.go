@@ -112,7 +112,9 @@ func (t *Translate) Validate() error {
 // Cleanup releases nothing.
 func (t *Translate) Cleanup() error { return nil }
 
-// bodyPool recycles the buffers translated request bodies are built in.
+// bodyPool recycles the buffers responses are held and translated in: they
+// live only until finish writes them, so they need none of the holds that
+// request bodies, read by the transport, take (body_buffers.go).
 var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
 
 // pooledStream is a Stream with the buffer its events are written into,
