@@ -325,6 +325,11 @@ func (s *Stream) respAdded(i int) {
 		s.out = append(s.out, `,"content_index":0,"part":`...)
 		s.out = appendTextPart(s.out, "")
 	default:
+		if len(it.callID) <= 2 {
+			// No id from the upstream yet: the one made up here is the
+			// call's for the rest of the stream, in every event that names it.
+			it.callID = appendToolID(it.callID[:0], nil, Chat)
+		}
 		s.out = appendCallItem(s.out, x.base, it.out, it.callID, b2s(it.name), x.opts.namespaces, "", "in_progress")
 	}
 	s.rEnd()

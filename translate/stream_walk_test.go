@@ -89,7 +89,8 @@ func chunkState(s *Stream) []any {
 	if x := s.rx; x != nil {
 		st = append(st, x.seq, x.stop, x.u, x.open, x.live, len(x.items))
 		for _, it := range x.items {
-			st = append(st, it.kind, it.state, string(it.text), string(it.callID), it.jt)
+			// A call id made up here is random on each side.
+			st = append(st, it.kind, it.state, string(it.text), randomID.ReplaceAllString(string(it.callID), `$1…"`), it.jt)
 		}
 	}
 	return st
