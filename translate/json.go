@@ -238,11 +238,36 @@ func str(lit string) string {
 	return string(appendUnescaped(nil, in))
 }
 
+// smallInt reads an integer of at most 17 digits, too short to overflow:
+// the indexes and counts a stream reads on every event, without ParseInt's
+// generality.
+func smallInt(v string) (int64, bool) {
+	digits := strings.TrimPrefix(v, "-")
+	if digits == "" || len(digits) > 17 {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(digits); i++ {
+		c := digits[i] - '0'
+		if c > 9 {
+			return 0, false
+		}
+		n = n*10 + int64(c)
+	}
+	if len(digits) < len(v) {
+		n = -n
+	}
+	return n, true
+}
+
 // toInt reads an integer (also written as 3.0 or 3e2). ok is false for
 // non-numbers and fractions.
 func toInt(v string) (int64, bool) {
 	if !isNumber(v) {
 		return 0, false
+	}
+	if n, ok := smallInt(v); ok {
+		return n, true
 	}
 	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
 		return n, true

@@ -71,6 +71,8 @@ var responsesBenchCases = []struct {
 }{
 	{"chat/text", Chat, chatContentChunk},
 	{"chat/reasoning", Chat, chatReasoningChunk},
+	// Newer vLLM releases name the field `reasoning`; the pass-through renames it.
+	{"chat/reasoning_renamed", Chat, []byte(strings.Replace(string(chatReasoningChunk), `"reasoning_content"`, `"reasoning"`, 1))},
 	{"chat/tool_args", Chat, chatToolChunk},
 	{"messages/text", Messages, messagesTextEvent},
 	{"messages/thinking", Messages, messagesThinkEvent},

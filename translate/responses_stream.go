@@ -110,14 +110,20 @@ func (s *Stream) respAbort(dst []byte, e *Error) []byte {
 }
 
 // respDrain writes the Responses events for the chat events in rx.buf. A
-// chunk the inner pass-through passed as it came is not read again: the
-// pass-through's reading of it (its view) is used.
+// chunk the inner pass-through passed is not read again: the pass-through's
+// reading of it (its view) is used.
 func (s *Stream) respDrain(dst []byte) []byte {
 	s.out = dst
 	b := s.rx.buf
 	views := s.rx.inner.views
 	for len(b) > 0 && !s.done {
 		at := len(s.rx.buf) - len(b)
+		if len(views) > 0 && at+6 == views[0].at { // "data: " and the chunk
+			v := &views[0]
+			s.respRead(&v.r, b2s(s.rx.buf[v.at:v.end]))
+			b, views = s.rx.buf[v.end+2:], views[1:]
+			continue
+		}
 		i := bytes.Index(b, sseEnd)
 		if i < 0 {
 			break // the chat writer writes whole events only
@@ -132,9 +138,6 @@ func (s *Stream) respDrain(dst []byte) []byte {
 			switch d := b2s(ev[6:]); {
 			case d == "[DONE]":
 				s.respFinal()
-			case len(views) > 0 && at+6 == views[0].at:
-				s.respRead(&views[0].r, d)
-				views = views[1:]
 			default:
 				s.respChunk(d)
 			}

@@ -66,8 +66,18 @@ func scanJSON(s string, limit int) (ok, tooDeep bool) {
 
 // scanValue checks the one JSON value that starts at s[i], after optional
 // whitespace, nested at most limit deep, and returns the index just past it
-// (or -1, and whether it went too deep).
+// (or -1, and whether it went too deep). Most values are scalars, which
+// need no stack.
 func scanValue(s string, i, limit int) (end int, tooDeep bool) {
+	i = skipWS(s, i)
+	if i < len(s) && s[i] != '{' && s[i] != '[' {
+		return scalarEnd(s, i), false
+	}
+	return scanNested(s, i, limit)
+}
+
+// scanNested is scanValue for a value that may be an object or an array.
+func scanNested(s string, i, limit int) (end int, tooDeep bool) {
 	var open nesting
 	for {
 		// A value starts at s[i], after whitespace.
@@ -92,16 +102,8 @@ func scanValue(s string, i, limit int) (end int, tooDeep bool) {
 				}
 			}
 			continue
-		case '"':
-			i = stringBodyEnd(s, i+1)
-		case 't':
-			i = literalEnd(s, i, "true")
-		case 'f':
-			i = literalEnd(s, i, "false")
-		case 'n':
-			i = literalEnd(s, i, "null")
 		default:
-			i = numberEnd(s, i)
+			i = scalarEnd(s, i)
 		}
 		if i < 0 || open.depth == 0 {
 			return i, false
@@ -110,6 +112,22 @@ func scanValue(s string, i, limit int) (end int, tooDeep bool) {
 			return i, false
 		}
 	}
+}
+
+// scalarEnd returns the index just past the string, literal or number at
+// s[i], or -1.
+func scalarEnd(s string, i int) int {
+	switch s[i] {
+	case '"':
+		return stringBodyEnd(s, i+1)
+	case 't':
+		return literalEnd(s, i, "true")
+	case 'f':
+		return literalEnd(s, i, "false")
+	case 'n':
+		return literalEnd(s, i, "null")
+	}
+	return numberEnd(s, i)
 }
 
 // CheckBodyMembers is CheckBody for a body that is a JSON object, made in

@@ -232,3 +232,22 @@ func BenchmarkCheckJSON(b *testing.B) {
 		})
 	}
 }
+
+// toInt reads short integers itself (smallInt) and the rest with strconv;
+// both give what strconv alone gives.
+func TestToInt(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		n    int64
+		isOK bool
+	}{
+		{"0", 0, true}, {"7", 7, true}, {"-0", 0, true}, {"-12", -12, true}, {"12345678901234567", 12345678901234567, true},
+		{"123456789012345678", 123456789012345678, true}, {"-9223372036854775808", -9223372036854775808, true},
+		{"9223372036854775808", 0, false}, {"3.0", 3, true}, {"3e2", 300, true}, {"1.5", 0, false},
+		{"-", 0, false}, {"", 0, false}, {"+1", 0, false}, {"1a", 0, false}, {`"1"`, 0, false}, {"null", 0, false},
+	} {
+		if n, ok := toInt(c.in); n != c.n || ok != c.isOK {
+			t.Errorf("toInt(%q) = %d, %v; want %d, %v", c.in, n, ok, c.n, c.isOK)
+		}
+	}
+}

@@ -53,17 +53,20 @@ type Stream struct {
 	chatPrefix                 []byte
 	sawDone, sawChatUsageChunk bool
 
-	cr chunkRead   // the chat chunk being read (chatChunk, respChunk)
-	kv []rawMember // the members of the choice being passed (passChoice)
+	cr  chunkRead   // the chat chunk being read (chatChunk, respChunk)
+	kv  []rawMember // the members of the choice being passed (passChoice)
+	dkv []rawMember // and of its delta
 
-	// A chat pass-through that feeds a Responses writer (keepView) also
-	// reads each chunk for it: views are the chunks passed as they came
-	// since the last takeViews, in order. Their readings point into data
-	// before dataAt, which is kept until takeViews; the event being read is
-	// data[dataAt:].
-	keepView, viewIncomplete bool
-	views                    []passedView
-	dataAt                   int
+	// A chat pass-through that feeds a Responses writer (keepView) reads
+	// each chunk for it instead of rewriting it: views are the chunks passed
+	// since the last takeViews, in order, as a chat client would read them.
+	// Their readings point into data before dataAt and into vals (the
+	// values the pass-through made), both kept until takeViews; the event
+	// being read is data[dataAt:].
+	keepView bool
+	views    []passedView
+	dataAt   int
+	vals     []byte
 
 	// rx writes the events of a Responses client (responses_stream.go).
 	rx *respStream
@@ -86,9 +89,9 @@ func (s *Stream) Reset(client, upstream Format, req Request, cfg *Config) {
 		rbuf: s.rbuf[:0], tbuf: s.tbuf[:0], scratch: s.scratch[:0], enc: s.enc[:0], lit: s.lit[:0],
 		stopSeq: s.stopSeq[:0], tools: s.tools[:0], live: -1,
 		choices: s.choices[:0], ub: s.ub[:0], chatPrefix: s.chatPrefix[:0],
-		cr: chunkRead{choices: s.cr.choices[:0]}, kv: s.kv[:0],
-		views: s.views[:0],
-		rx:    s.rx,
+		cr: chunkRead{choices: s.cr.choices[:0]}, kv: s.kv[:0], dkv: s.dkv[:0],
+		views: s.views[:0], vals: s.vals[:0],
+		rx: s.rx,
 	}
 	s.think.pend = s.think.pend[:0]
 	s.think.reset(cfg.ThinkPrefilled && req.Reasoning)
@@ -116,12 +119,16 @@ const maxEventDepth = 64
 // validEvent validates an event's JSON in one pass (checkJSON, which reads
 // strings eight bytes at a time).
 func validEvent(d string) bool {
-	limit := len(d) // d cannot nest deeper than its length
-	if len(d) > 1<<16 {
-		limit = maxEventDepth
-	}
-	ok, _ := checkJSON(d, limit)
+	ok, _ := checkJSON(d, eventDepthLimit(d))
 	return ok
+}
+
+// eventDepthLimit is how deep the event d may nest.
+func eventDepthLimit(d string) int {
+	if len(d) > 1<<16 {
+		return maxEventDepth
+	}
+	return len(d) // d cannot nest deeper than its length
 }
 
 // Write consumes upstream SSE bytes and appends the client's SSE bytes to dst.
@@ -267,7 +274,6 @@ func (s *Stream) sseLine(line []byte) {
 
 func (s *Stream) dispatch() {
 	d := trimJSON(b2s(s.eventData()))
-	ev := b2s(s.event)
 	defer func() {
 		s.data = s.data[:s.dataAt]
 		s.hasData = false
@@ -289,20 +295,21 @@ func (s *Stream) dispatch() {
 	if d == "" {
 		return
 	}
-	if !isObj(d) || !validEvent(d) {
-		if ev == "error" {
-			s.fail(UpstreamError(http.StatusBadGateway, s.eventData()))
-			return
-		}
-		s.fail(NewError(http.StatusBadGateway, APIError, "the upstream sent an event that is not a JSON object"))
+	// An event is validated as it is read (checkedWalk), so it is not
+	// scanned twice. Raw pieces of it are copied into the client's events,
+	// so line breaks (whitespace, in valid JSON) must go: they would end the
+	// SSE line. An event with any is validated before they go, since a raw
+	// line break inside a string is not JSON.
+	data := s.eventData()
+	breaks := bytes.IndexByte(data, '\n') >= 0 || bytes.IndexByte(data, '\r') >= 0
+	if !isObj(d) || (breaks && !validEvent(d)) {
+		s.badEvent()
 		return
 	}
-	// Raw pieces of the event are copied into the client's events, so line
-	// breaks (whitespace, in valid JSON) must go: they would end the SSE line.
-	if ev := s.eventData(); bytes.IndexByte(ev, '\n') >= 0 || bytes.IndexByte(ev, '\r') >= 0 {
-		for i, c := range ev {
+	if breaks {
+		for i, c := range data {
 			if c == '\n' || c == '\r' {
-				ev[i] = ' '
+				data[i] = ' '
 			}
 		}
 	}
@@ -314,6 +321,15 @@ func (s *Stream) dispatch() {
 	default:
 		s.messagesEvent(d)
 	}
+}
+
+// badEvent fails the stream on an upstream event that is not a JSON object.
+func (s *Stream) badEvent() {
+	if b2s(s.event) == "error" {
+		s.fail(UpstreamError(http.StatusBadGateway, s.eventData()))
+		return
+	}
+	s.fail(NewError(http.StatusBadGateway, APIError, "the upstream sent an event that is not a JSON object"))
 }
 
 // streamError turns an upstream error event's payload into an Error.

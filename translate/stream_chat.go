@@ -7,7 +7,10 @@ package translate
 // chatChunk translates one chat.completion.chunk for a messages client.
 func (s *Stream) chatChunk(d string) {
 	r := &s.cr
-	r.read(d)
+	if !r.readChecked(d) {
+		s.badEvent()
+		return
+	}
 	t := &r.top
 	if !isNull(t.err) {
 		s.fail(streamError(d))
@@ -137,23 +140,30 @@ func (s *Stream) choice(idx string) *choiceState {
 // inline <think> split out of content, "stop" with tool calls made
 // "tool_calls", usage completed with zeros and a reasoning estimate; the
 // usage-only chunk is dropped when the client did not ask for it. The
-// rewrite into s.enc is built as the chunk is walked, once. For a Responses
-// writer (keepView), the walk also fills a view (pv), so that a chunk passed
-// as it came need not be read again (respDrain).
+// rewrite into s.enc is built as the chunk is walked, once, and sent when
+// the chunk changed.
+//
+// A pass-through that feeds a Responses writer (keepView) writes no
+// rewrite: the walk fills a view (pv) with the chunk as a chat client would
+// read it, the values it rewrote included, and the writer reads that view
+// instead of the chunk (respDrain).
 func (s *Stream) passChunk(d string) {
 	s.began = true
-	s.enc = append(s.enc[:0], '{')
+	if !s.keepView {
+		s.enc = append(s.enc[:0], '{')
+		s.vals = s.vals[:0]
+	}
 	pv := s.passView()
 	changed, anyChoice := false, false
 	var usageV string
-	w, _ := walkAt(d, 0)
+	w := checkedWalk(d, eventDepthLimit(d))
 	for {
 		k, ok := w.next()
 		if !ok {
 			break
 		}
 		if k == "choices" {
-			s.enc = key(s.enc, "choices")
+			s.encKey("choices")
 			c, any := s.passChoices(&w, pv)
 			changed = changed || c
 			anyChoice = any
@@ -166,7 +176,11 @@ func (s *Stream) passChunk(d string) {
 		switch k {
 		case "error":
 			if !isNull(v) {
-				s.fail(streamError(d))
+				if w.skipRest(); !w.whole() {
+					s.badEvent()
+				} else {
+					s.fail(streamError(d))
+				}
 				return
 			}
 		case "usage":
@@ -177,35 +191,72 @@ func (s *Stream) passChunk(d string) {
 				continue // written last, once the reasoning estimate is known
 			}
 		}
-		s.enc = appendRawMember(s.enc, k, v)
+		s.encMember(k, v)
+	}
+	if !w.whole() {
+		s.badEvent() // what the walk changed before it found out is not used again
+		return
 	}
 	if usageV != "" {
 		if !anyChoice && !s.req.IncludeUsage {
 			return
 		}
 		s.sawChatUsageChunk = true
-		s.enc = key(s.enc, "usage")
-		s.enc = s.u.appendChat(s.enc, s.u.reasoningTokens(s.reasonBytes, s.otherBytes))
+		at := len(s.vals)
+		s.vals = s.u.appendChat(s.vals, s.u.reasoningTokens(s.reasonBytes, s.otherBytes))
+		usage := b2s(s.vals[at:])
+		s.encMember("usage", usage)
+		if pv != nil {
+			pv.top.usage = usage
+		}
 	}
 	s.out = append(s.out, "data: "...)
-	if changed {
+	if changed && !s.keepView {
 		s.out = append(s.out, s.enc...)
 		s.out = append(s.out, '}')
 	} else {
-		if pv != nil && !s.viewIncomplete {
-			s.holdView(len(s.out))
+		if pv != nil {
+			s.holdView(len(s.out), len(s.out)+len(d))
 		}
 		s.out = append(s.out, d...)
 	}
 	s.out = append(s.out, "\n\n"...)
 }
 
-// passedView is a chunk a chat pass-through passed as it came, read for a
-// Responses writer: its JSON starts at at in the output, and r points into
-// the event's data, which is kept until takeViews.
+// The rewrite is written through these, which write nothing when nobody
+// reads it (keepView).
+
+func (s *Stream) encRaw(p string) {
+	if !s.keepView {
+		s.enc = append(s.enc, p...)
+	}
+}
+
+func (s *Stream) encKey(k string) {
+	if !s.keepView {
+		s.enc = key(s.enc, k)
+	}
+}
+
+func (s *Stream) encSep() {
+	if !s.keepView {
+		s.enc = sep(s.enc)
+	}
+}
+
+func (s *Stream) encMember(k, v string) {
+	if !s.keepView {
+		s.enc = appendRawMember(s.enc, k, v)
+	}
+}
+
+// passedView is a chunk a chat pass-through passed, read for a Responses
+// writer as a chat client would read it: its JSON is output[at:end], and r
+// points into the event's data and into the values the pass-through made,
+// both kept until takeViews.
 type passedView struct {
-	at int
-	r  chunkRead
+	at, end int
+	r       chunkRead
 }
 
 // passView readies a view for the chunk about to be passed, or returns nil
@@ -217,24 +268,24 @@ func (s *Stream) passView() *chunkRead {
 	views, v := extend(s.views)
 	v.r.top, v.r.choices = chatTop{}, v.r.choices[:0]
 	s.views = views[:len(views)-1] // holdView takes it
-	s.viewIncomplete = false
 	return &v.r
 }
 
-// holdView keeps the view passView readied, for a chunk whose JSON is at at
-// in the output, and the event data its strings point into: the next
+// holdView keeps the view passView readied, for a chunk whose JSON is
+// output[at:end], and the event data its strings point into: the next
 // event's data goes after it.
-func (s *Stream) holdView(at int) {
+func (s *Stream) holdView(at, end int) {
 	n := len(s.views)
 	s.views = s.views[:n+1]
-	s.views[n].at = at
+	s.views[n].at, s.views[n].end = at, end
 	s.dataAt = len(s.data)
 }
 
 // takeViews drops the views kept so far, before a write whose output they
-// do not describe, and with them the event data they kept.
+// do not describe, and with them the event data and the values they kept.
 func (s *Stream) takeViews() {
 	s.views = s.views[:0]
+	s.vals = s.vals[:0]
 	if s.dataAt > 0 {
 		s.data = s.data[:copy(s.data, s.data[s.dataAt:])]
 		s.dataAt = 0
@@ -250,24 +301,24 @@ func (s *Stream) passChoices(w *walk, pv *chunkRead) (changed, any bool) {
 	a, ok := w.enter('[')
 	if !ok {
 		v := w.value()
-		s.enc = append(s.enc, v...)
+		s.encRaw(v)
 		if pv != nil {
 			pv.top.choices = v
 		}
 		return false, false
 	}
-	s.enc = append(s.enc, '[')
+	s.encRaw("[")
 	for {
 		if _, ok := a.next(); !ok {
 			break
 		}
 		any = true
-		s.enc = sep(s.enc)
+		s.encSep()
 		if s.passChoice(&a, pv) {
 			changed = true
 		}
 	}
-	s.enc = append(s.enc, ']')
+	s.encRaw("]")
 	raw := w.leave(&a)
 	if pv != nil {
 		pv.top.choices = raw
@@ -275,8 +326,30 @@ func (s *Stream) passChoices(w *walk, pv *chunkRead) (changed, any bool) {
 	return changed, any
 }
 
-// rawMember is an object member as the walk found it.
-type rawMember struct{ k, v string }
+// rawMember is an object member as the walk found it. The members of a
+// choice's delta, read in the same walk, are s.dkv[lo:hi].
+type rawMember struct {
+	k, v   string
+	lo, hi int
+}
+
+// readMembers reads the value the walk is at and, when it is an object, its
+// members into s.dkv: it returns the value raw and its members' bounds.
+func (s *Stream) readMembers(w *walk) (raw string, lo, hi int) {
+	lo = len(s.dkv)
+	o, ok := w.enter('{')
+	if !ok {
+		return w.value(), lo, lo
+	}
+	for {
+		k, ok := o.next()
+		if !ok {
+			break
+		}
+		s.dkv = append(s.dkv, rawMember{k: k, v: o.value()})
+	}
+	return w.leave(&o), lo, len(s.dkv)
+}
 
 // passChoice rewrites the choice the walk is at. Its members are read once
 // into s.kv: the delta needs the choice's index and finish_reason, which may
@@ -288,19 +361,25 @@ func (s *Stream) passChoice(a *walk, pv *chunkRead) bool {
 	}
 	e, ok := a.enter('{')
 	if !ok {
-		s.enc = append(s.enc, a.value()...)
+		s.encRaw(a.value())
 		pv.dropUnlessFirst(c)
 		return false
 	}
 	var idx, delta, finish string
-	s.kv = s.kv[:0]
+	s.kv, s.dkv = s.kv[:0], s.dkv[:0]
 	for {
 		k, ok := e.next()
 		if !ok {
 			break
 		}
-		v := e.value()
-		s.kv = append(s.kv, rawMember{k, v})
+		m := rawMember{k: k}
+		if k == "delta" {
+			m.v, m.lo, m.hi = s.readMembers(&e)
+		} else {
+			m.v = e.value()
+		}
+		s.kv = append(s.kv, m)
+		v := m.v
 		switch k {
 		case "index":
 			idx = v
@@ -313,27 +392,31 @@ func (s *Stream) passChoice(a *walk, pv *chunkRead) bool {
 	a.leave(&e)
 	cs := s.choice(idx)
 	changed := false
-	s.enc = append(s.enc, '{')
-	for _, m := range s.kv {
+	s.encRaw("{")
+	for i := range s.kv {
+		m := &s.kv[i]
 		k, v := m.k, m.v
 		if c != nil {
-			s.viewMember(c, cs, k, v)
+			viewMember(c, k, v)
 		}
 		switch {
 		case k == "delta" && cs != nil && isObj(v):
-			s.enc = key(s.enc, "delta")
+			s.encKey("delta")
 			var x *chunkDelta
 			if c != nil {
 				x = &c.delta.chunkDelta
 			}
-			if s.passDelta(cs, v, isStr(finish), x) {
+			if s.passDelta(cs, s.dkv[m.lo:m.hi], isStr(finish), x) {
 				changed = true
 			}
 		case k == "finish_reason" && cs != nil && cs.tools && strEq(v, "stop"):
-			s.enc = append(s.enc, `,"finish_reason":"tool_calls"`...)
+			s.encMember(k, toolCallsFinish)
+			if c != nil {
+				c.finish = toolCallsFinish
+			}
 			changed = true
 		default:
-			s.enc = appendRawMember(s.enc, k, v)
+			s.encMember(k, v)
 		}
 	}
 	if isStr(finish) {
@@ -341,26 +424,32 @@ func (s *Stream) passChoice(a *walk, pv *chunkRead) bool {
 	}
 	if delta == "" && isStr(finish) && cs != nil && len(cs.think.pend) > 0 {
 		// Held bytes with no delta to carry them: add one.
-		s.enc = key(s.enc, "delta")
-		s.passDelta(cs, "{}", true, nil)
+		s.encKey("delta")
+		var x *chunkDelta
+		if c != nil {
+			viewMember(c, "delta", "{}")
+			x = &c.delta.chunkDelta
+		}
+		s.passDelta(cs, nil, true, x)
 		changed = true
 	}
-	s.enc = append(s.enc, '}')
+	s.encRaw("}")
 	pv.dropUnlessFirst(c)
 	return changed
 }
 
+const toolCallsFinish = `"tool_calls"`
+
 // viewMember records a choice's member in the view, as choiceRead.read
-// would; passDelta fills in the delta's members.
-func (s *Stream) viewMember(c *choiceRead, cs *choiceState, k, v string) {
+// would; passDelta fills in the delta's members. A delta passDelta does not
+// read (cs == nil) belongs to a choice whose index is a number other than
+// 0, which the view drops.
+func viewMember(c *choiceRead, k, v string) {
 	switch k {
 	case "delta":
 		c.delta = deltaRead{raw: v}
 		c.chunkChoice.delta = v
 		c.deltaOrMessage, c.fromMessage = v, false
-		if cs == nil && isObj(v) {
-			s.viewIncomplete = true // passDelta will not read it
-		}
 	case "message":
 		mw := walk{s: v}
 		c.message.readValue(&mw)
@@ -370,22 +459,18 @@ func (s *Stream) viewMember(c *choiceRead, cs *choiceState, k, v string) {
 	}
 }
 
-// passDelta rewrites a delta into s.enc; last says the choice finishes here,
-// so the think parser lets go of what it holds. x, when not nil, gets the
-// delta's members.
-func (s *Stream) passDelta(cs *choiceState, d string, last bool, x *chunkDelta) bool {
+// passDelta rewrites a delta, given its members, into s.enc; last says the
+// choice finishes here, so the think parser lets go of what it holds. x,
+// when not nil, gets the delta's members as the rewrite has them.
+func (s *Stream) passDelta(cs *choiceState, members []rawMember, last bool, x *chunkDelta) bool {
 	var content, rc, rs string
 	changed := false
-	s.enc = append(s.enc, '{')
+	s.encRaw("{")
 	if x != nil {
 		*x = chunkDelta{}
 	}
-	it, _ := objIter(d)
-	for {
-		k, v, ok := it.next()
-		if !ok {
-			break
-		}
+	for _, m := range members {
+		k, v := m.k, m.v
 		if x != nil {
 			x.set(k, v)
 		}
@@ -405,7 +490,7 @@ func (s *Stream) passDelta(cs *choiceState, d string, last bool, x *chunkDelta) 
 				s.otherBytes += argBytes(v)
 			}
 		}
-		s.enc = appendRawMember(s.enc, k, v)
+		s.encMember(k, v)
 	}
 	reasoning := ""
 	switch {
@@ -433,27 +518,42 @@ func (s *Stream) passDelta(cs *choiceState, d string, last bool, x *chunkDelta) 
 		cs.think.flush(&s.rbuf, &s.tbuf)
 		changed = true
 	}
+	// What the rewrite holds for the reasoning and the text: a value made
+	// here goes into s.vals, where a view may point.
+	var rcOut, contentOut string
 	if reasoning != "" || len(s.rbuf) > 0 {
-		s.enc = key(s.enc, "reasoning_content")
-		s.enc = append(s.enc, '"')
-		s.enc = append(s.enc, inner(reasoning)...)
-		s.enc = appendEscaped(s.enc, b2s(s.rbuf))
-		s.enc = append(s.enc, '"')
+		at := len(s.vals)
+		s.vals = append(s.vals, '"')
+		s.vals = append(s.vals, inner(reasoning)...)
+		s.vals = appendEscaped(s.vals, b2s(s.rbuf))
+		s.vals = append(s.vals, '"')
+		rcOut = b2s(s.vals[at:])
 		s.reasonBytes += int64(len(inner(reasoning)) + len(s.rbuf))
 	} else if isNull(rc) && rc != "" {
-		s.enc = append(s.enc, `,"reasoning_content":null`...)
+		rcOut = "null"
 	}
-	if textLit != "" {
-		s.enc = appendRawMember(s.enc, "content", textLit)
+	switch {
+	case textLit != "":
+		contentOut = textLit
 		s.otherBytes += int64(len(textLit) - 2)
-	} else if len(s.tbuf) > 0 || isStr(content) {
-		s.enc = key(s.enc, "content")
-		s.enc = appendStr(s.enc, b2s(s.tbuf))
+	case len(s.tbuf) > 0 || isStr(content):
+		at := len(s.vals)
+		s.vals = appendStr(s.vals, b2s(s.tbuf))
+		contentOut = b2s(s.vals[at:])
 		s.otherBytes += int64(len(s.tbuf))
-	} else if content != "" {
-		s.enc = appendRawMember(s.enc, "content", content)
+	default:
+		contentOut = content
 	}
-	s.enc = append(s.enc, '}')
+	if rcOut != "" {
+		s.encMember("reasoning_content", rcOut)
+	}
+	if contentOut != "" {
+		s.encMember("content", contentOut)
+	}
+	s.encRaw("}")
+	if x != nil {
+		x.reasoningContent, x.reasoning, x.content = rcOut, "", contentOut
+	}
 	return changed
 }
 

@@ -31,12 +31,13 @@ const maxBlocks = 4096
 
 func (s *Stream) messagesEvent(d string) {
 	var typ, index, message, cb, delta, usageV string
-	it, _ := objIter(d)
+	w := checkedWalk(d, eventDepthLimit(d))
 	for {
-		k, v, ok := it.next()
+		k, ok := w.next()
 		if !ok {
 			break
 		}
+		v := w.value()
 		switch k {
 		case "type":
 			typ = v
@@ -51,6 +52,10 @@ func (s *Stream) messagesEvent(d string) {
 		case "usage":
 			usageV = v
 		}
+	}
+	if !w.whole() {
+		s.badEvent()
+		return
 	}
 	n, _ := toInt(index)
 	idx := int(n)

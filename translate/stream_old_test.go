@@ -176,11 +176,13 @@ func (s *Stream) passChoiceOld(c string) bool {
 		switch {
 		case k == "delta" && cs != nil && isObj(v):
 			s.enc = key(s.enc, "delta")
-			if s.passDelta(cs, v, isStr(finish), nil) {
+			if s.passDelta(cs, objMembers(v), isStr(finish), nil) {
 				changed = true
 			}
 		case k == "finish_reason" && cs != nil && cs.tools && strEq(v, "stop"):
-			s.enc = append(s.enc, `,"finish_reason":"tool_calls"`...)
+			// Written as a member: the literal with its own comma made
+			// `{,` when finish_reason came first (fixed in both).
+			s.enc = appendRawMember(s.enc, k, `"tool_calls"`)
 			changed = true
 		default:
 			s.enc = appendRawMember(s.enc, k, v)
@@ -192,7 +194,7 @@ func (s *Stream) passChoiceOld(c string) bool {
 	if delta == "" && isStr(finish) && cs != nil && len(cs.think.pend) > 0 {
 		// Held bytes with no delta to carry them: add one.
 		s.enc = key(s.enc, "delta")
-		s.passDelta(cs, "{}", true, nil)
+		s.passDelta(cs, nil, true, nil)
 		changed = true
 	}
 	s.enc = append(s.enc, '}')
@@ -241,5 +243,19 @@ func (s *Stream) respDeltaOld(d string) {
 			}
 			s.respCall(c, pos)
 		}
+	}
+}
+
+// objMembers lists the members of the object raw, as the old readers found
+// them with objIter.
+func objMembers(raw string) []rawMember {
+	var l []rawMember
+	it, _ := objIter(raw)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			return l
+		}
+		l = append(l, rawMember{k: k, v: v})
 	}
 }

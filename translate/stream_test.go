@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 type streamCase struct {
@@ -119,6 +121,36 @@ func TestStreamPassThroughUntouched(t *testing.T) {
 			if !strings.Contains(out, line) {
 				t.Errorf("chunk was rewritten: %s", line)
 			}
+		}
+	}
+}
+
+// A chunk the pass-through rewrites stays JSON whichever member comes
+// first. The rewrite used to write finish_reason "tool_calls" and a null
+// reasoning_content with a comma of their own, so a choice or delta that
+// began with them began with `{,`.
+func TestStreamPassThroughRewriteIsJSON(t *testing.T) {
+	cfg := &Config{Upstream: Chat}
+	for _, events := range [][]string{
+		{
+			`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]}}]}`,
+			`{"choices":[{"finish_reason":"stop","index":0}]}`,
+		},
+		{`{"choices":[{"index":0,"delta":{"reasoning_content":null,"content":"<thi"}}]}`},
+	} {
+		s := NewStream(Chat, Chat, Request{Stream: true}, cfg)
+		var out []byte
+		for _, e := range events {
+			out = s.Write(out, []byte("data: "+e+"\n\n"))
+		}
+		out = s.Close(out)
+		for _, e := range parseSSE(t, out) {
+			if e.Data != "[DONE]" && !gjson.Valid(e.Data) {
+				t.Errorf("not JSON: %s", e.Data)
+			}
+		}
+		if !strings.Contains(string(out), `"tool_calls"`) && !strings.Contains(string(out), `"reasoning_content":null`) {
+			t.Errorf("nothing was rewritten:\n%s", out)
 		}
 	}
 }

@@ -4,16 +4,28 @@ package translate
 // before handing it out, so a chunk read level by level (top, choices, a
 // choice, its delta) scans the delta once per level. A walk instead steps
 // into a container member and learns where it ends from that inner walk:
-// the chunk readers below scan each byte about once. Events are validated
-// before they are walked; the walk is still bounds-checked, and a malformed
-// input ends it early.
+// the chunk readers below scan each byte about once.
+//
+// A checked walk (checkedWalk) also validates what it reads, exactly as
+// validEvent would: separators strictly, keys as JSON strings, and each
+// value it hands out whole with scanValue. Upstream events are read that
+// way, so that they are not scanned a second time to be validated first;
+// a reader learns at the end (whole) whether the event was JSON. When it
+// was not, the stream fails with nothing more written, so what the reader
+// did before it found out never reaches the client. An unchecked
+// walk reads input already known to be valid (this package's own output);
+// it is still bounds-checked, and a malformed input ends it early.
 
 // walk reads the members of one object or array in place.
 type walk struct {
-	s    string
-	i    int  // the next byte to read
-	end  byte // '}' or ']'
-	done bool
+	s     string
+	i     int  // the next byte to read
+	end   byte // '}' or ']'
+	done  bool
+	check bool // validate as it reads
+	more  bool // a member was read, so the next needs a comma
+	bad   bool // checked, and found not to be JSON
+	limit int  // checked: how deep the values inside may nest
 }
 
 // walkAt starts a walk of the object or array at s[i] (after whitespace);
@@ -30,9 +42,27 @@ func walkAt(s string, i int) (w walk, ok bool) {
 	return walk{s: s, i: i + 1, end: end}, true
 }
 
-// stop ends a walk that met malformed input.
-func (w *walk) stop() {
-	w.i, w.done = len(w.s), true
+// checkedWalk starts a checked walk of the object or array s, which nests
+// at most limit deep. Once the walk is over, whole tells whether s was
+// JSON; a walk that stops early must skipRest first.
+func checkedWalk(s string, limit int) walk {
+	w, ok := walkAt(s, 0)
+	w.check, w.limit = true, limit-1
+	if !ok || limit < 1 {
+		w.fail()
+	}
+	return w
+}
+
+// whole reports whether a checked walk, now over, read a whole JSON value
+// and nothing after it.
+func (w *walk) whole() bool {
+	return !w.bad && w.done && w.i == len(w.s)
+}
+
+// fail ends a walk that met malformed input, and remembers it.
+func (w *walk) fail() {
+	w.i, w.done, w.bad = len(w.s), true, true
 }
 
 // next moves to the next member and returns its key (raw, without quotes;
@@ -45,30 +75,40 @@ func (w *walk) next() (key string, ok bool) {
 	}
 	s := w.s
 	i := skipWS(s, w.i)
-	if i < len(s) && s[i] == ',' {
+	comma := i < len(s) && s[i] == ','
+	if comma {
 		i = skipWS(s, i+1)
 	}
-	if i >= len(s) {
-		w.stop()
+	if i >= len(s) || (w.check && comma != w.more && s[i] != w.end) {
+		w.fail()
 		return "", false
 	}
 	if s[i] == w.end {
+		if w.check && comma { // a trailing comma
+			w.fail()
+			return "", false
+		}
 		w.i, w.done = i+1, true
 		return "", false
 	}
+	w.more = true
 	if w.end == '}' {
 		e := -1
-		if s[i] == '"' {
+		switch {
+		case s[i] != '"':
+		case w.check:
+			e = stringBodyEnd(s, i+1)
+		default:
 			e = stringEnd(s, i)
 		}
 		if e < 0 {
-			w.stop()
+			w.fail()
 			return "", false
 		}
 		key = s[i+1 : e-1]
 		i = skipWS(s, e)
 		if i >= len(s) || s[i] != ':' {
-			w.stop()
+			w.fail()
 			return "", false
 		}
 		i = skipWS(s, i+1)
@@ -79,9 +119,14 @@ func (w *walk) next() (key string, ok bool) {
 
 // value returns the raw value the walk is at and moves past it.
 func (w *walk) value() string {
-	e := valueEnd(w.s, w.i)
+	var e int
+	if w.check {
+		e, _ = scanValue(w.s, w.i, w.limit)
+	} else {
+		e = valueEnd(w.s, w.i)
+	}
 	if e < 0 {
-		w.stop()
+		w.fail()
 		return ""
 	}
 	v := w.s[w.i:e]
@@ -96,7 +141,15 @@ func (w *walk) enter(open byte) (in walk, ok bool) {
 	if w.done || w.i >= len(w.s) || w.s[w.i] != open {
 		return walk{done: true}, false
 	}
-	return walkAt(w.s, w.i)
+	if !w.check {
+		return walkAt(w.s, w.i)
+	}
+	if w.limit < 1 { // too deep: value refuses it
+		return walk{done: true}, false
+	}
+	in, _ = walkAt(w.s, w.i)
+	in.check, in.limit = true, w.limit-1
+	return in, true
 }
 
 // leave moves past the value that the walk in (from enter) has read, and
@@ -105,8 +158,8 @@ func (w *walk) leave(in *walk) string {
 	in.skipRest()
 	start := w.i
 	w.i = in.i
-	if in.i <= start || w.s[in.i-1] != in.end {
-		w.stop()
+	if in.bad || in.i <= start || w.s[in.i-1] != in.end {
+		w.fail()
 		return ""
 	}
 	return w.s[start:in.i]
@@ -170,10 +223,23 @@ func (x *deltaRead) readValue(w *walk) {
 	x.raw = w.leave(&o)
 }
 
+// read reads the chunk d, which is known to be JSON.
 func (r *chunkRead) read(d string) {
+	w, _ := walkAt(d, 0)
+	r.walk(&w)
+}
+
+// readChecked reads the upstream's chunk d, which has not been validated,
+// and reports whether it is a JSON event (validEvent).
+func (r *chunkRead) readChecked(d string) bool {
+	w := checkedWalk(d, eventDepthLimit(d))
+	r.walk(&w)
+	return w.whole()
+}
+
+func (r *chunkRead) walk(w *walk) {
 	r.top = chatTop{}
 	r.choices = r.choices[:0]
-	w, _ := walkAt(d, 0)
 	for {
 		k, ok := w.next()
 		if !ok {

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -98,7 +99,10 @@ func chunkState(s *Stream) []any {
 
 // FuzzStreamChunkReaders: the one-pass chunk readers (chatChunk, passChunk,
 // respChunk) give the same output and state as the level-by-level readers
-// they replaced (stream_old_test.go), for any event dispatch lets through.
+// they replaced (stream_old_test.go), for any event dispatch lets through;
+// and a pass-through that feeds a Responses writer, which writes no
+// rewrite, leaves the state a chat client's does and a view of each chunk
+// that reads as the chunk that client got.
 func FuzzStreamChunkReaders(f *testing.F) {
 	files, _ := filepath.Glob("testdata/streams/*.sse")
 	for _, name := range files {
@@ -134,22 +138,19 @@ func FuzzStreamChunkReaders(f *testing.F) {
 			{"responses/tools", Responses, chatToolChunk, (*Stream).respChunk, (*Stream).respChunkOld},
 		} {
 			a, b := primed(r.client, Chat, r.primer), primed(r.client, Chat, r.primer)
-			a.keepView = r.client == Chat // as for a Responses writer
+			// v is a pass-through that feeds a Responses writer: it writes
+			// no rewrite, and its view of each chunk must be what the
+			// Responses writer would read of the chunk a chat client gets.
+			var v *Stream
+			if r.client == Chat {
+				v = primed(Chat, Chat, r.primer)
+				v.keepView = true
+			}
 			// Twice: the second read sees the first's state.
 			for i := 0; i < 2; i++ {
 				a.out, b.out = nil, nil
 				if !a.done {
 					r.newRun(a, d)
-					for _, v := range a.views {
-						// A chunk passed as it came: the view is what
-						// the Responses writer would read of it.
-						var want chunkRead
-						want.read(b2s(a.out[v.at:]))
-						if !reflect.DeepEqual(v.r, want) {
-							t.Fatalf("%s: view of %s\n%+v\nwant %+v", r.name, d, v.r, want)
-						}
-					}
-					a.takeViews()
 				}
 				if !b.done {
 					r.oldRun(b, d)
@@ -157,14 +158,64 @@ func FuzzStreamChunkReaders(f *testing.F) {
 				if got, want := chunkState(a), chunkState(b); !reflect.DeepEqual(got, want) {
 					t.Fatalf("%s, read %d of %s:\nnew %v\nold %v", r.name, i+1, d, got, want)
 				}
+				if v != nil && !v.done {
+					v.out = nil
+					v.takeViews()
+					v.passChunk(d)
+					checkView(t, r.name, d, v, a)
+				}
 			}
 		}
 	})
 }
 
+// checkView compares the view that v, a pass-through for a Responses
+// writer, kept of the chunk d with what the Responses writer reads
+// (respRead) of the chunk a chat client got from a, and their states.
+func checkView(t *testing.T, name, d string, v, a *Stream) {
+	t.Helper()
+	var want []string
+	if out, ok := strings.CutPrefix(string(a.out), "data: "); ok && !a.done {
+		var r chunkRead
+		r.read(strings.TrimSuffix(out, "\n\n"))
+		want = respReading(&r)
+	}
+	var got []string
+	if len(v.views) > 1 {
+		t.Fatalf("%s: %d views of one chunk %s", name, len(v.views), d)
+	}
+	if len(v.views) == 1 {
+		got = respReading(&v.views[0].r)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s: view of %s\n got %q\nwant %q\nchat client got %s", name, d, got, want, a.out)
+	}
+	a.out, v.out = nil, nil // the outputs differ: one chunk is the rewrite, the other the upstream's
+	if got, want := chunkState(v), chunkState(a); !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s: state after %s:\nview %v\nchat %v", name, d, got, want)
+	}
+}
+
+// respReading is what respRead reads of a chunk.
+func respReading(r *chunkRead) []string {
+	text := func(v string) string {
+		if isStr(v) && !emptyStr(v) {
+			return v
+		}
+		return ""
+	}
+	l := []string{fmt.Sprint(isNull(r.top.err)), r.top.id, r.top.model, r.top.usage}
+	for i := range r.choices {
+		c := &r.choices[i]
+		x := &c.delta.chunkDelta
+		l = append(l, fmt.Sprint(isObj(c.chunkChoice.delta)), text(c.finish), text(x.reasoningContent), text(x.content), x.toolCalls)
+	}
+	return l
+}
+
 // A Responses writer does not read again a chunk the inner pass-through
-// passed as it came (however many one write holds); it reads one the
-// pass-through rewrote.
+// passed (however many one write holds), whether the pass-through rewrote
+// it or not.
 func TestResponsesReadsPassedChunkOnce(t *testing.T) {
 	s := primed(Responses, Chat, chatContentChunk)
 	const unread = "unread"
@@ -175,9 +226,10 @@ func TestResponsesReadsPassedChunkOnce(t *testing.T) {
 	if readAgain() || len(s.rx.inner.views) != 1 || !strings.Contains(string(out), `"delta":" the linker"`) {
 		t.Fatalf("read again %v, %d views\n%s", readAgain(), len(s.rx.inner.views), out)
 	}
+	// A chunk the pass-through rewrote is read through its view too.
 	renamed := strings.Replace(string(chatReasoningChunk), `"reasoning_content"`, `"reasoning"`, 1)
 	out = s.Write(nil, []byte(renamed))
-	if !readAgain() || len(s.rx.inner.views) != 0 || !strings.Contains(string(out), "response.reasoning_summary_text.delta") {
+	if readAgain() || len(s.rx.inner.views) != 1 || !strings.Contains(string(out), "response.reasoning_summary_text.delta") {
 		t.Fatalf("rewritten chunk: read again %v, %d views\n%s", readAgain(), len(s.rx.inner.views), out)
 	}
 	// Three chunks in one write, then the data line of a fourth, read after
@@ -201,4 +253,72 @@ func TestResponsesReadsPassedChunkOnce(t *testing.T) {
 	if n := testing.AllocsPerRun(50, func() { out = s.Write(out[:0], many) }); n != 0 {
 		t.Errorf("%v allocations per write", n)
 	}
+}
+
+// FuzzCheckedWalk: an event read as it is validated (checkedWalk) is
+// refused exactly when validEvent refuses it, and a chat chunk it accepts
+// reads as the unchecked walk reads it. A refused event fails the stream
+// before the client sees any of it, in every direction: the client gets
+// what an event that is not JSON at all gets, which dispatch refuses before
+// any reader runs.
+func FuzzCheckedWalk(f *testing.F) {
+	for _, c := range [][]byte{chatContentChunk, chatReasoningChunk, chatToolChunk, chatThinkTagChunk} {
+		f.Add(strings.TrimSpace(strings.TrimPrefix(string(c), "data: ")))
+	}
+	for _, d := range []string{
+		`{}`, `{ }`, `{,}`, `{"a":1,}`, `{"a":1 "b":2}`, `{,"a":1}`, `{"a":1,,"b":2}`, `{"a" 1}`, `{"a":}`,
+		`{"choices":[{"delta":{"content":"x"}},]}`, `{"choices":[,{"delta":{"content":"x"}}]}`,
+		`{"choices":[{"delta":{"content":"x"} "index":0}]}`, `{"choices":[{"delta":{"content":"x\q"}}]}`,
+		"{\"choices\":[{\"delta\":{\"content\":\"a\tb\"}}]}", `{"choices":[{"index":01,"delta":{}}]}`,
+		`{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":nul}]}`, `{"id":"x"}}`, `{"id":"x"} 1`,
+		`{"k\u00":1}`, `{"error":{"message":"boom"},"choices":[}`, `{"error":{"message":"boom"},"id":tru}`,
+		`{"choices":[{"index":0,"delta":{"reasoning":"r","content":"<think>a"}}],"usage":{"prompt_tokens":1},}`,
+		`{"choices":[[[[]]]],"usage":{"a":[{"b":[]}]}}`,
+	} {
+		f.Add(d)
+	}
+	// Past 64 KiB an event may nest 64 deep: 63 levels pass, 65 do not.
+	pad := `"pad":"` + strings.Repeat("x", 1<<16) + `",`
+	for _, n := range []int{63, 65} {
+		f.Add(`{` + pad + `"choices":` + strings.Repeat("[", n-1) + strings.Repeat("]", n-1) + `}`)
+	}
+	f.Fuzz(func(t *testing.T, d string) {
+		d = trimJSON(d)
+		if !isObj(d) || strings.ContainsAny(d, "\r\n") {
+			return // dispatch validates these before any reader runs
+		}
+		valid := validEvent(d)
+		w := checkedWalk(d, eventDepthLimit(d))
+		if w.skipRest(); w.whole() != valid {
+			t.Fatalf("checked walk: whole %v, validEvent %v: %s", w.whole(), valid, d)
+		}
+		var got chunkRead
+		if ok := got.readChecked(d); ok != valid {
+			t.Fatalf("readChecked %v, validEvent %v: %s", ok, valid, d)
+		}
+		if valid {
+			var want chunkRead
+			want.read(d)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("checked read of %s\n%+v\nwant %+v", d, got, want)
+			}
+			return
+		}
+		primers := map[Format][][]byte{
+			Chat:     {chatContentChunk, chatThinkTagChunk, chatToolChunk},
+			Messages: {messagesTextEvent, messagesThinkEvent},
+		}
+		for up, list := range primers {
+			for _, client := range []Format{Chat, Messages, Responses} {
+				for _, primer := range list {
+					a, b := primed(client, up, primer), primed(client, up, primer)
+					event := "event: content_block_delta\ndata: "
+					got, want := a.Write(nil, []byte(event+d+"\n\n")), b.Write(nil, []byte(event+"x\n\n"))
+					if string(got) != string(want) || !a.Done() {
+						t.Fatalf("%v <- %v: refused event %s\ngot  %s\nwant %s", client, up, d, got, want)
+					}
+				}
+			}
+		}
+	})
 }
