@@ -155,6 +155,26 @@ func TestStreamPassThroughRewriteIsJSON(t *testing.T) {
 	}
 }
 
+// Events are validated as they are read, after their line breaks are
+// blanked; an event split over data lines, whose line break falls inside a
+// string, is not JSON, so it is still checked before they are blanked.
+func TestStreamRefusesLineBreakInString(t *testing.T) {
+	events := map[Format]string{
+		Chat:     "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\ndata: b\"}}]}\n\n",
+		Messages: "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"a\ndata: b\"}}\n\n",
+	}
+	primers := map[Format][]byte{Chat: chatContentChunk, Messages: messagesTextEvent}
+	for up, event := range events {
+		for _, client := range []Format{Chat, Messages, Responses} {
+			s := primed(client, up, primers[up])
+			out := string(s.Write(nil, []byte(event)))
+			if !strings.Contains(out, "not a JSON object") || strings.Contains(out, "a b") || !s.Done() {
+				t.Errorf("%v <- %v: %s", client, up, out)
+			}
+		}
+	}
+}
+
 // Usage the client did not ask for is not sent; the upstream was asked for it.
 func TestStreamUsageChunkOnlyWhenAsked(t *testing.T) {
 	cfg := &Config{Upstream: Chat}
