@@ -15,10 +15,17 @@ import (
 // upstream body that is not a response is a 502 in the client's format.
 func TranslateResponse(client, upstream Format, body []byte, req Request, cfg *Config, dst []byte) ([]byte, *Error) {
 	s := trimJSON(b2s(body))
-	if !isObj(s) || checkBody(s, cfg.maxDepth()) != nil {
+	// The check finds the error member on its way: the first one counts,
+	// as field would find it, without a second pass over the answer.
+	var e string
+	if !isObj(s) || !scanMembers(s, cfg.maxDepth(), func(k, v string) {
+		if e == "" && k == `"error"` {
+			e = v
+		}
+	}) {
 		return dst, NewError(http.StatusBadGateway, APIError, "the upstream answered with a body that is not a JSON object")
 	}
-	if e := field(s, "error"); !isNull(e) {
+	if !isNull(e) {
 		return dst, UpstreamError(http.StatusBadGateway, body)
 	}
 	prefilled := cfg.ThinkPrefilled && req.Reasoning
@@ -450,7 +457,8 @@ func passChatChoice(dst []byte, c string, prefilled bool) ([]byte, int64, int64)
 			}
 			dst = append(dst, '}')
 		case k == "finish_reason" && strEq(v, "stop") && a.tools > 0:
-			dst = append(dst, `,"finish_reason":"tool_calls"`...)
+			dst = key(dst, "finish_reason") // a member: it may come first
+			dst = append(dst, `"tool_calls"`...)
 		default:
 			dst = appendRawMember(dst, k, v)
 		}

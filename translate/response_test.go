@@ -51,6 +51,27 @@ func TestResponseBadBodies(t *testing.T) {
 	}
 }
 
+// A choice may list finish_reason before its message (llama.cpp's server
+// does): the tool_calls it becomes is written as a member, not after a comma
+// of its own.
+func TestResponseFinishReasonFirst(t *testing.T) {
+	body := []byte(`{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"finish_reason":"stop",` +
+		`"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",` +
+		`"function":{"name":"f","arguments":"{}"}}]}}],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`)
+	out, err := TranslateResponse(Chat, Chat, body, Request{}, &Config{Upstream: Chat}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Choices []struct {
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	if e := json.Unmarshal(out, &v); e != nil || len(v.Choices) != 1 || v.Choices[0].FinishReason != "tool_calls" {
+		t.Fatalf("%s: %v, want one choice finishing with tool_calls", out, e)
+	}
+}
+
 func TestTranslateErrorBody(t *testing.T) {
 	cases := []struct {
 		name         string
