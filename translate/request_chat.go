@@ -92,7 +92,7 @@ func messagesToChat(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 	dst = append(dst, `{"model":`...)
 	dst = append(dst, c.model...)
 	dst = append(dst, `,"messages":[`...)
-	if dst, err = appendSystemChat(dst, system, "system", &est); err != nil {
+	if dst, err = appendSystemChat(dst, system, &est); err != nil {
 		return dst, req, err
 	}
 	if est.n > tokensReply {
@@ -198,10 +198,10 @@ func outputFormatChat(v, parent, name string) (string, *Error) {
 	return sc, nil
 }
 
-// appendSystemChat writes a system prompt (string or text blocks), the one
-// at path, as one system message; the blocks' cache_control is a hint,
-// dropped. Its text is added to est.
-func appendSystemChat(dst []byte, v, path string, est *tally) ([]byte, *Error) {
+// appendSystemChat writes a system prompt (string or text blocks, validated)
+// as one system message; the blocks' cache_control is a hint, dropped. Its
+// text is added to est.
+func appendSystemChat(dst []byte, v string, est *tally) ([]byte, *Error) {
 	if isNull(v) || emptyStr(v) {
 		return dst, nil
 	}
@@ -241,8 +241,9 @@ func appendMessagesChat(dst []byte, v string, est *tally) ([]byte, *Error) {
 	c := cursor{s: v}
 	c.arr()
 	var err *Error
+	msgs := loc{name: "messages"}
 	for i := 0; c.more(); i++ {
-		path := pathi("messages", i)
+		p := msgs.elem(i)
 		est.n += tokensPerMessage
 		var role, content string
 		c.obj()
@@ -261,13 +262,13 @@ func appendMessagesChat(dst []byte, v string, est *tally) ([]byte, *Error) {
 		// An object with a valid role and content (validated).
 		switch {
 		case strEq(role, "user"):
-			dst, err = userToChat(dst, content, path, est)
+			dst, err = userToChat(dst, content, &p, est)
 		case strEq(role, "assistant"):
-			dst, err = assistantToChat(dst, content, path, est)
+			dst, err = assistantToChat(dst, content, &p, est)
 		default:
 			// system: instructions between turns (Claude Code sends them)
 			// stay where they are: a system message at that position.
-			dst, err = appendSystemChat(dst, content, path+".content", est)
+			dst, err = appendSystemChat(dst, content, est)
 		}
 		if err != nil {
 			return dst, err
@@ -276,13 +277,13 @@ func appendMessagesChat(dst []byte, v string, est *tally) ([]byte, *Error) {
 	return dst, nil
 }
 
-func blockType(b, path string) (string, *Error) {
+func blockType(b string, p *loc) (string, *Error) {
 	if !isObj(b) {
-		return "", badRequest(path + ": must be a content block object")
+		return "", p.bad(": must be a content block object")
 	}
 	t := field(b, "type")
 	if !isStr(t) {
-		return "", badRequest(path + ".type: must be a string")
+		return "", p.bad(".type: must be a string")
 	}
 	return inner(t), nil
 }
@@ -297,13 +298,13 @@ type block struct {
 	toolUseID, content, isError, source string
 }
 
-// readBlock reads the content block at c, the element at path, and moves c
+// readBlock reads the content block at c, the element at p, and moves c
 // past it.
-func readBlock(c *cursor, path string) (block, *Error) {
+func readBlock(c *cursor, p *loc) (block, *Error) {
 	var bl block
 	at := c.begin()
 	if !c.obj() {
-		return bl, badRequest(path + ": must be a content block object")
+		return bl, p.bad(": must be a content block object")
 	}
 	var typ string
 	for {
@@ -342,7 +343,7 @@ func readBlock(c *cursor, path string) (block, *Error) {
 	}
 	bl.raw = c.finish(at, nil)
 	if !isStr(typ) {
-		return bl, badRequest(path + ".type: must be a string")
+		return bl, p.bad(".type: must be a string")
 	}
 	bl.typ = inner(typ)
 	return bl, nil
@@ -357,18 +358,18 @@ func isServerBlock(t string) bool {
 	return len(t) > len("_tool_result") && t[len(t)-len("_tool_result"):] == "_tool_result"
 }
 
-func unsupportedBlock(path, t string) *Error {
+func unsupportedBlock(p *loc, t string) *Error {
 	if isServerBlock(t) {
-		return badRequest(path + ": " + t + " blocks belong to server-side tools, which are not supported")
+		return p.bad(": " + t + " blocks belong to server-side tools, which are not supported")
 	}
-	return badRequest(path + ": content block type " + t + " is not supported here")
+	return p.bad(": content block type " + t + " is not supported here")
 }
 
 // userToChat writes a user turn: its tool_result blocks become tool messages
 // (which must directly follow the assistant's tool calls), then the rest —
 // with any images the tool results carried, which tool messages cannot hold —
 // becomes one user message.
-func userToChat(dst []byte, content, path string, est *tally) ([]byte, *Error) {
+func userToChat(dst []byte, content string, p *loc, est *tally) ([]byte, *Error) {
 	if isStr(content) {
 		est.text(content)
 		dst = sep(dst)
@@ -384,24 +385,25 @@ func userToChat(dst []byte, content, path string, est *tally) ([]byte, *Error) {
 		parts    int
 		soleText string
 	)
+	cp := p.member("content")
 	c := cursor{s: content}
 	c.arr()
 	for i := 0; c.more(); i++ {
-		bp := pathi(path+".content", i)
-		b, err := readBlock(&c, bp)
+		bp := cp.elem(i)
+		b, err := readBlock(&c, &bp)
 		if err != nil {
 			return dst, err
 		}
 		switch b.typ {
 		case "tool_result":
 			var imgs int
-			if dst, imgs, err = toolResultToChat(dst, &b, bp, est); err != nil {
+			if dst, imgs, err = toolResultToChat(dst, &b, &bp, est); err != nil {
 				return dst, err
 			}
 			parts += imgs
 		case "text":
 			if !isStr(b.text) {
-				return dst, badRequest(bp + ".text: must be a string")
+				return dst, bp.bad(".text: must be a string")
 			}
 			est.text(b.text)
 			if !emptyStr(b.text) {
@@ -412,7 +414,7 @@ func userToChat(dst []byte, content, path string, est *tally) ([]byte, *Error) {
 			parts++
 			soleText = ""
 		default:
-			return dst, unsupportedBlock(bp, b.typ)
+			return dst, unsupportedBlock(&bp, b.typ)
 		}
 		blocks = append(blocks, b)
 	}
@@ -442,7 +444,10 @@ func userToChat(dst []byte, content, path string, est *tally) ([]byte, *Error) {
 				break
 			}
 			if strEq(field(cb, "type"), "image") {
-				if dst, err = appendImagePart(dst, cb, pathi(pathi(path+".content", i)+".content", j), est); err != nil {
+				bp := cp.elem(i)
+				bcp := bp.member("content")
+				ip := bcp.elem(j)
+				if dst, err = appendImagePart(dst, cb, &ip, est); err != nil {
 					return dst, err
 				}
 			}
@@ -459,9 +464,11 @@ func userToChat(dst []byte, content, path string, est *tally) ([]byte, *Error) {
 				dst = append(dst, '}')
 			}
 		case "image":
-			dst, err = appendImagePart(dst, b.raw, pathi(path+".content", i), est)
+			bp := cp.elem(i)
+			dst, err = appendImagePart(dst, b.raw, &bp, est)
 		case "document":
-			dst, err = appendDocumentPart(dst, b.raw, pathi(path+".content", i), est)
+			bp := cp.elem(i)
+			dst, err = appendDocumentPart(dst, b.raw, &bp, est)
 		}
 		if err != nil {
 			return dst, err
@@ -473,10 +480,10 @@ func userToChat(dst []byte, content, path string, est *tally) ([]byte, *Error) {
 // toolResultToChat writes one tool message and counts the images it leaves
 // for the following user message (their tokens are added to est when they
 // are written there).
-func toolResultToChat(dst []byte, b *block, path string, est *tally) ([]byte, int, *Error) {
+func toolResultToChat(dst []byte, b *block, p *loc, est *tally) ([]byte, int, *Error) {
 	id := b.toolUseID
 	if !isStr(id) {
-		return dst, 0, badRequest(path + ".tool_use_id: must be a string")
+		return dst, 0, p.bad(".tool_use_id: must be a string")
 	}
 	est.n += tokensPerCall
 	c := b.content
@@ -500,21 +507,22 @@ func toolResultToChat(dst []byte, b *block, path string, est *tally) ([]byte, in
 	}
 	it := cursor{s: c}
 	if !it.arr() {
-		return dst, 0, badRequest(path + ".content: must be a string or an array of content blocks")
+		return dst, 0, p.bad(".content: must be a string or an array of content blocks")
 	}
 	images := 0
 	first := true
 	dst = append(dst, '"')
+	pc := p.member("content")
 	for j := 0; it.more(); j++ {
-		cp := pathi(path+".content", j)
-		cb, err := readBlock(&it, cp)
+		cp := pc.elem(j)
+		cb, err := readBlock(&it, &cp)
 		if err != nil {
 			return dst, 0, err
 		}
 		switch cb.typ {
 		case "text":
 			if !isStr(cb.text) {
-				return dst, 0, badRequest(cp + ".text: must be a string")
+				return dst, 0, cp.bad(".text: must be a string")
 			}
 			est.text(cb.text)
 			dst = appendJoinedInner(dst, cb.text, `\n`, &first)
@@ -523,12 +531,12 @@ func toolResultToChat(dst []byte, b *block, path string, est *tally) ([]byte, in
 		case "document":
 			data := field(cb.source, "data")
 			if !strEq(field(cb.source, "type"), "text") || !isStr(data) {
-				return dst, 0, badRequest(cp + ": only text documents can be returned by a tool here")
+				return dst, 0, cp.bad(": only text documents can be returned by a tool here")
 			}
 			est.text(data)
 			dst = appendJoinedInner(dst, data, `\n`, &first)
 		default:
-			return dst, 0, unsupportedBlock(cp, cb.typ)
+			return dst, 0, unsupportedBlock(&cp, cb.typ)
 		}
 	}
 	if first && images > 0 {
@@ -539,17 +547,17 @@ func toolResultToChat(dst []byte, b *block, path string, est *tally) ([]byte, in
 
 // appendImagePart writes the image block b as an image_url part and adds
 // its tokens to est.
-func appendImagePart(dst []byte, b, path string, est *tally) ([]byte, *Error) {
+func appendImagePart(dst []byte, b string, p *loc, est *tally) ([]byte, *Error) {
 	src := field(b, "source")
 	if !isObj(src) {
-		return dst, badRequest(path + ".source: must be an object")
+		return dst, p.bad(".source: must be an object")
 	}
 	dst = sep(dst)
 	switch t := field(src, "type"); {
 	case strEq(t, "base64"):
 		mt, data := field(src, "media_type"), field(src, "data")
 		if !isStr(mt) || !isStr(data) {
-			return dst, badRequest(path + ".source: base64 images need media_type and data strings")
+			return dst, p.bad(".source: base64 images need media_type and data strings")
 		}
 		est.image(data)
 		dst = append(dst, `{"type":"image_url","image_url":{"url":"data:`...)
@@ -560,23 +568,23 @@ func appendImagePart(dst []byte, b, path string, est *tally) ([]byte, *Error) {
 	case strEq(t, "url"):
 		u := field(src, "url")
 		if !isStr(u) {
-			return dst, badRequest(path + ".source.url: must be a string")
+			return dst, p.bad(".source.url: must be a string")
 		}
 		est.n += tokensImage
 		dst = append(dst, `{"type":"image_url","image_url":{"url":`...)
 		dst = append(dst, u...)
 		return append(dst, `}}`...), nil
 	default:
-		return dst, badRequest(path + ".source.type: images must be base64 or url")
+		return dst, p.bad(".source.type: images must be base64 or url")
 	}
 }
 
 // appendDocumentPart writes the document block b as text or file parts and
 // adds its tokens to est (a text document's text, any other one's JSON).
-func appendDocumentPart(dst []byte, b, path string, est *tally) ([]byte, *Error) {
+func appendDocumentPart(dst []byte, b string, p *loc, est *tally) ([]byte, *Error) {
 	src := field(b, "source")
 	if !isObj(src) {
-		return dst, badRequest(path + ".source: must be an object")
+		return dst, p.bad(".source: must be an object")
 	}
 	t := field(src, "type")
 	if !strEq(t, "text") {
@@ -586,7 +594,7 @@ func appendDocumentPart(dst []byte, b, path string, est *tally) ([]byte, *Error)
 	case strEq(t, "text"):
 		data := field(src, "data")
 		if !isStr(data) {
-			return dst, badRequest(path + ".source.data: must be a string")
+			return dst, p.bad(".source.data: must be a string")
 		}
 		est.text(data)
 		dst = sep(dst)
@@ -596,7 +604,7 @@ func appendDocumentPart(dst []byte, b, path string, est *tally) ([]byte, *Error)
 	case strEq(t, "base64"):
 		mt, data := field(src, "media_type"), field(src, "data")
 		if !isStr(mt) || !isStr(data) {
-			return dst, badRequest(path + ".source: base64 documents need media_type and data strings")
+			return dst, p.bad(".source: base64 documents need media_type and data strings")
 		}
 		dst = sep(dst)
 		dst = append(dst, `{"type":"file","file":{"filename":"document.pdf","file_data":"data:`...)
@@ -614,7 +622,7 @@ func appendDocumentPart(dst []byte, b, path string, est *tally) ([]byte, *Error)
 		}
 		it, ok := arrIter(c)
 		if !ok {
-			return dst, badRequest(path + ".source.content: must be a string or text blocks")
+			return dst, p.bad(".source.content: must be a string or text blocks")
 		}
 		for {
 			cb, ok := it.elem()
@@ -629,14 +637,14 @@ func appendDocumentPart(dst []byte, b, path string, est *tally) ([]byte, *Error)
 			}
 		}
 	}
-	return dst, badRequest(path + ".source.type: documents must be text, base64 or content here")
+	return dst, p.bad(".source.type: documents must be text, base64 or content here")
 }
 
 // assistantToChat writes an assistant turn: text joined into content, tool_use
 // blocks as tool_calls and, on a turn that calls tools, its thinking as
 // reasoning_content (reasoning templates need it to continue after the
 // results come back).
-func assistantToChat(dst []byte, content, path string, est *tally) ([]byte, *Error) {
+func assistantToChat(dst []byte, content string, p *loc, est *tally) ([]byte, *Error) {
 	if isStr(content) {
 		est.text(content)
 		dst = sep(dst)
@@ -649,18 +657,19 @@ func assistantToChat(dst []byte, content, path string, est *tally) ([]byte, *Err
 	var buf [8]block
 	blocks := buf[:0]
 	var texts, tools, thinks int
+	cp := p.member("content")
 	c := cursor{s: content}
 	c.arr()
 	for i := 0; c.more(); i++ {
-		bp := pathi(path+".content", i)
-		b, err := readBlock(&c, bp)
+		bp := cp.elem(i)
+		b, err := readBlock(&c, &bp)
 		if err != nil {
 			return dst, err
 		}
 		switch b.typ {
 		case "text":
 			if !isStr(b.text) {
-				return dst, badRequest(bp + ".text: must be a string")
+				return dst, bp.bad(".text: must be a string")
 			}
 			est.text(b.text)
 			if !emptyStr(b.text) {
@@ -673,16 +682,16 @@ func assistantToChat(dst []byte, content, path string, est *tally) ([]byte, *Err
 		case "redacted_thinking":
 		case "tool_use":
 			if !isStr(b.id) || !isStr(b.name) {
-				return dst, badRequest(bp + ": tool_use needs id and name strings")
+				return dst, bp.bad(": tool_use needs id and name strings")
 			}
 			if !isObj(b.input) && !isNull(b.input) {
-				return dst, badRequest(bp + ".input: must be an object")
+				return dst, bp.bad(".input: must be an object")
 			}
 			est.n += tokensPerCall + jsonTokens(b.input)
 			est.text(b.name)
 			tools++
 		default:
-			return dst, unsupportedBlock(bp, b.typ)
+			return dst, unsupportedBlock(&bp, b.typ)
 		}
 		blocks = append(blocks, b)
 	}
@@ -788,7 +797,8 @@ func appendToolsChat(dst []byte, tools, choice string, est *tally) ([]byte, *Err
 // input_examples...) follow the field rule. Its shape (an object, a name,
 // an input_schema object, no server-side type) is validated (validate.go).
 func appendToolChat(dst []byte, t string, i int) ([]byte, *Error) {
-	path := pathi("tools", i)
+	tools := loc{name: "tools"}
+	p := tools.elem(i)
 	it, _ := objIter(t)
 	var typ, name, desc, schema, strict string
 	for {
@@ -806,8 +816,8 @@ func appendToolChat(dst []byte, t string, i int) ([]byte, *Error) {
 		case "input_schema":
 			schema = v
 		case "strict":
-			if err := checkBool(v, path+".strict"); err != nil {
-				return dst, err
+			if !isBool(v) && !isNull(v) { // checkBool, with the path spelled only on failure
+				return dst, p.bad(".strict: must be a boolean")
 			}
 			strict = v
 		default:
@@ -817,7 +827,7 @@ func appendToolChat(dst []byte, t string, i int) ([]byte, *Error) {
 		}
 	}
 	if !isNull(typ) && !strEq(typ, "custom") {
-		return dst, badRequest(path + ": tool type " + str(typ) + " is not supported; only client tools are")
+		return dst, p.bad(": tool type " + str(typ) + " is not supported; only client tools are")
 	}
 	dst = sep(dst)
 	dst = append(dst, `{"type":"function","function":{"name":`...)

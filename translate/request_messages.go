@@ -134,9 +134,9 @@ func chatToMessages(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 }
 
 // msgRole reads a chat message's role and content.
-func msgRole(m, path string) (role, content string, err *Error) {
+func msgRole(m string, p *loc) (role, content string, err *Error) {
 	if !isObj(m) {
-		return "", "", badRequest(path + ": must be an object")
+		return "", "", p.bad(": must be an object")
 	}
 	var r string
 	it, _ := objIter(m)
@@ -153,7 +153,7 @@ func msgRole(m, path string) (role, content string, err *Error) {
 		}
 	}
 	if !isStr(r) {
-		return "", "", badRequest(path + ".role: must be a string")
+		return "", "", p.bad(".role: must be a string")
 	}
 	return inner(r), content, nil
 }
@@ -229,32 +229,33 @@ func (t *turns) close() []byte {
 func appendMessagesMessages(dst []byte, messages string, sys []systemMessage) ([]byte, []systemMessage, *Error) {
 	t := turns{dst: dst}
 	it, _ := arrIter(messages)
+	msgs := loc{name: "messages"}
 	for i := 0; ; i++ {
 		m, ok := it.elem()
 		if !ok {
 			break
 		}
-		path := pathi("messages", i)
-		role, content, err := msgRole(m, path)
+		p := msgs.elem(i)
+		role, content, err := msgRole(m, &p)
 		if err != nil {
 			return t.dst, sys, err
 		}
 		switch role {
 		case "system", "developer":
 			if !isStr(content) && !isArr(content) {
-				err = badRequest(path + ".content: must be a string or an array of text parts")
+				err = p.bad(".content: must be a string or an array of text parts")
 			}
 			sys = append(sys, systemMessage{content, i})
 		case "user":
-			err = userToMessages(&t, content, path)
+			err = userToMessages(&t, content, &p)
 		case "assistant":
-			err = assistantToMessages(&t, m, content, path)
+			err = assistantToMessages(&t, m, content, &p)
 		case "tool":
-			err = toolToMessages(&t, m, content, path)
+			err = toolToMessages(&t, m, content, &p)
 		case "function":
-			err = badRequest(path + ".role: function messages are not supported; use tool messages")
+			err = p.bad(".role: function messages are not supported; use tool messages")
 		default:
-			err = badRequest(path + ".role: must be system, developer, user, assistant or tool")
+			err = p.bad(".role: must be system, developer, user, assistant or tool")
 		}
 		if err != nil {
 			return t.dst, sys, err
@@ -263,7 +264,7 @@ func appendMessagesMessages(dst []byte, messages string, sys []systemMessage) ([
 	return t.close(), sys, nil
 }
 
-func userToMessages(t *turns, content, path string) *Error {
+func userToMessages(t *turns, content string, p *loc) *Error {
 	if isStr(content) {
 		if !emptyStr(content) {
 			t.block("user")
@@ -275,22 +276,24 @@ func userToMessages(t *turns, content, path string) *Error {
 	}
 	it, ok := arrIter(content)
 	if !ok {
-		return badRequest(path + ".content: must be a string or an array of content parts")
+		return p.bad(".content: must be a string or an array of content parts")
 	}
+	cp := p.member("content")
 	for j := 0; ; j++ {
-		p, ok := it.elem()
+		part, ok := it.elem()
 		if !ok {
 			return nil
 		}
-		if err := partToMessages(t, "user", p, pathi(path+".content", j)); err != nil {
+		at := cp.elem(j)
+		if err := partToMessages(t, "user", part, &at); err != nil {
 			return err
 		}
 	}
 }
 
 // partToMessages writes one chat content part as a messages block.
-func partToMessages(t *turns, role, p, path string) *Error {
-	typ, err := blockType(p, path)
+func partToMessages(t *turns, role, p string, at *loc) *Error {
+	typ, err := blockType(p, at)
 	if err != nil {
 		return err
 	}
@@ -298,7 +301,7 @@ func partToMessages(t *turns, role, p, path string) *Error {
 	case "text", "refusal":
 		txt := field(p, typ)
 		if !isStr(txt) {
-			return badRequest(path + "." + typ + ": must be a string")
+			return at.bad("." + typ + ": must be a string")
 		}
 		if !emptyStr(txt) {
 			t.block(role)
@@ -313,7 +316,7 @@ func partToMessages(t *turns, role, p, path string) *Error {
 			u = field(iu, "url")
 		}
 		if !isStr(u) {
-			return badRequest(path + ".image_url.url: must be a string")
+			return at.bad(".image_url.url: must be a string")
 		}
 		t.block(role)
 		if mt, data, ok := dataURL(str(u)); ok {
@@ -331,7 +334,7 @@ func partToMessages(t *turns, role, p, path string) *Error {
 		fd := field(field(p, "file"), "file_data")
 		mt, data, ok := dataURL(str(fd))
 		if !isStr(fd) || !ok {
-			return badRequest(path + ".file: only inline file_data (a base64 data URL) is supported")
+			return at.bad(".file: only inline file_data (a base64 data URL) is supported")
 		}
 		t.block(role)
 		t.dst = append(t.dst, `{"type":"document","source":{"type":"base64","media_type":`...)
@@ -340,14 +343,14 @@ func partToMessages(t *turns, role, p, path string) *Error {
 		t.dst = appendStr(t.dst, data)
 		t.dst = append(t.dst, `}}`...)
 	case "input_audio":
-		return badRequest(path + ": audio input is not supported by this model's upstream")
+		return at.bad(": audio input is not supported by this model's upstream")
 	default:
-		return badRequest(path + ".type: content part type " + typ + " is not supported")
+		return at.bad(".type: content part type " + typ + " is not supported")
 	}
 	return nil
 }
 
-func assistantToMessages(t *turns, m, content, path string) *Error {
+func assistantToMessages(t *turns, m, content string, p *loc) *Error {
 	var reasoningLit, calls string
 	it, _ := objIter(m)
 	for {
@@ -387,14 +390,16 @@ func assistantToMessages(t *turns, m, content, path string) *Error {
 	default:
 		ci, ok := arrIter(content)
 		if !ok {
-			return badRequest(path + ".content: must be a string, an array of parts or null")
+			return p.bad(".content: must be a string, an array of parts or null")
 		}
+		cp := p.member("content")
 		for j := 0; ; j++ {
-			p, ok := ci.elem()
+			part, ok := ci.elem()
 			if !ok {
 				break
 			}
-			if err := partToMessages(t, "assistant", p, pathi(path+".content", j)); err != nil {
+			at := cp.elem(j)
+			if err := partToMessages(t, "assistant", part, &at); err != nil {
 				return err
 			}
 		}
@@ -404,18 +409,19 @@ func assistantToMessages(t *turns, m, content, path string) *Error {
 	}
 	ci, ok := arrIter(calls)
 	if !ok {
-		return badRequest(path + ".tool_calls: must be an array")
+		return p.bad(".tool_calls: must be an array")
 	}
+	tcs := p.member("tool_calls")
 	for j := 0; ; j++ {
 		c, ok := ci.elem()
 		if !ok {
 			return nil
 		}
-		cp := pathi(path+".tool_calls", j)
 		fn := field(c, "function")
 		id, name := field(c, "id"), field(fn, "name")
 		if !isStr(id) || !isStr(name) {
-			return badRequest(cp + ": tool calls need id and function.name strings")
+			cp := tcs.elem(j)
+			return cp.bad(": tool calls need id and function.name strings")
 		}
 		t.block("assistant")
 		t.dst = append(t.dst, `{"type":"tool_use","id":`...)
@@ -447,10 +453,10 @@ func appendArgsObject(dst []byte, args string) []byte {
 	return append(dst[:mark], "{}"...)
 }
 
-func toolToMessages(t *turns, m, content, path string) *Error {
+func toolToMessages(t *turns, m, content string, p *loc) *Error {
 	id := field(m, "tool_call_id")
 	if !isStr(id) {
-		return badRequest(path + ".tool_call_id: must be a string")
+		return p.bad(".tool_call_id: must be a string")
 	}
 	t.block("user")
 	t.dst = append(t.dst, `{"type":"tool_result","tool_use_id":`...)
@@ -464,18 +470,18 @@ func toolToMessages(t *turns, m, content, path string) *Error {
 	default:
 		ci, ok := arrIter(content)
 		if !ok {
-			return badRequest(path + ".content: must be a string or an array of text parts")
+			return p.bad(".content: must be a string or an array of text parts")
 		}
 		t.dst = append(t.dst, '"')
 		first := true
 		for j := 0; ; j++ {
-			p, ok := ci.elem()
+			part, ok := ci.elem()
 			if !ok {
 				break
 			}
-			txt := field(p, "text")
-			if !strEq(field(p, "type"), "text") || !isStr(txt) {
-				return badRequest(pathi(path+".content", j) + ": tool messages may only hold text parts")
+			txt := field(part, "text")
+			if !strEq(field(part, "type"), "text") || !isStr(txt) {
+				return badRequest(pathi(p.String()+".content", j) + ": tool messages may only hold text parts")
 			}
 			t.dst = appendJoinedInner(t.dst, txt, `\n`, &first)
 		}

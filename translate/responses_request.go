@@ -368,20 +368,21 @@ func (o *respOptions) appendTools(dst []byte, tools, choice string) ([]byte, *Er
 	)
 	mark := len(dst)
 	dst = append(dst, `,"tools":[`...)
+	tl := loc{name: "tools"}
 	for i := 0; ; i++ {
 		t, ok := it.elem()
 		if !ok {
 			break
 		}
-		path := pathi("tools", i)
+		p := tl.elem(i)
 		if !isObj(t) {
-			return dst, badRequest(path + ": must be an object")
+			return dst, p.bad(": must be an object")
 		}
 		typ := field(t, "type")
 		switch {
 		case strEq(typ, "function"):
 			var hit bool
-			if dst, hit, err = appendFunctionTool(dst, t, "", path, &c); err != nil {
+			if dst, hit, err = appendFunctionTool(dst, t, "", &p, &c); err != nil {
 				return dst, err
 			}
 			if hit {
@@ -391,25 +392,26 @@ func (o *respOptions) appendTools(dst []byte, tools, choice string) ([]byte, *Er
 		case strEq(typ, "namespace"):
 			name := field(t, "name")
 			if !isStr(name) || emptyStr(name) {
-				return dst, badRequest(path + ".name: must be a non-empty string")
+				return dst, p.bad(".name: must be a non-empty string")
 			}
 			ti, ok := arrIter(field(t, "tools"))
 			if !ok {
-				return dst, badRequest(path + ".tools: must be an array of function tools")
+				return dst, p.bad(".tools: must be an array of function tools")
 			}
 			ns = append(ns, inner(name)...)
 			ns = append(ns, 0)
+			nt := p.member("tools")
 			for j := 0; ; j++ {
 				ft, ok := ti.elem()
 				if !ok {
 					break
 				}
-				fp := pathi(path+".tools", j)
+				fp := nt.elem(j)
 				if !isObj(ft) || !strEq(field(ft, "type"), "function") {
-					return dst, badRequest(fp + ": namespaces may only hold function tools here")
+					return dst, fp.bad(": namespaces may only hold function tools here")
 				}
 				var hit bool
-				if dst, hit, err = appendFunctionTool(dst, ft, inner(name), fp, &c); err != nil {
+				if dst, hit, err = appendFunctionTool(dst, ft, inner(name), &fp, &c); err != nil {
 					return dst, err
 				}
 				if hit {
@@ -418,7 +420,7 @@ func (o *respOptions) appendTools(dst []byte, tools, choice string) ([]byte, *Er
 				n++
 			}
 		case strEq(typ, "custom"):
-			return dst, badRequest(path + ": custom tools (free-form input) are not supported; define a function tool with a JSON schema instead")
+			return dst, p.bad(": custom tools (free-form input) are not supported; define a function tool with a JSON schema instead")
 		case isStr(typ):
 			// A hosted tool: the upstream cannot run it, so the model is
 			// not offered it (Codex offers web_search on every request).
@@ -426,7 +428,7 @@ func (o *respOptions) appendTools(dst []byte, tools, choice string) ([]byte, *Er
 				withdrawn = str(typ)
 			}
 		default:
-			return dst, badRequest(path + ".type: must be a string")
+			return dst, p.bad(".type: must be a string")
 		}
 	}
 	if len(ns) > 0 {
@@ -555,7 +557,7 @@ func (c *toolChoice) allows(ns, name string) bool {
 // appendFunctionTool writes one function tool as a chat tool, its name
 // prefixed with its namespace (raw; "" for none). hit reports that it is
 // the function tool_choice names.
-func appendFunctionTool(dst []byte, t, ns, path string, c *toolChoice) ([]byte, bool, *Error) {
+func appendFunctionTool(dst []byte, t, ns string, p *loc, c *toolChoice) ([]byte, bool, *Error) {
 	var name, desc, params, strict string
 	it, _ := objIter(t)
 	for {
@@ -575,10 +577,10 @@ func appendFunctionTool(dst []byte, t, ns, path string, c *toolChoice) ([]byte, 
 		}
 	}
 	if !isStr(name) || emptyStr(name) {
-		return dst, false, badRequest(path + ".name: must be a non-empty string")
+		return dst, false, p.bad(".name: must be a non-empty string")
 	}
 	if !isNull(params) && !isObj(params) {
-		return dst, false, badRequest(path + ".parameters: must be an object (a JSON schema)")
+		return dst, false, p.bad(".parameters: must be an object (a JSON schema)")
 	}
 	if !c.allows(ns, inner(name)) {
 		return dst, false, nil
@@ -681,17 +683,18 @@ func appendInputChat(dst []byte, input, instructions string) ([]byte, *Error) {
 	if !c.arr() {
 		c.stop() // no items: validation refuses such an input first
 	}
+	items := loc{name: "input"}
 	for i := 0; c.more(); i++ {
 		pos := c.i
-		path := pathi("input", i)
-		kind, content, err := inputKind(&c, path)
+		p := items.elem(i)
+		kind, content, err := inputKind(&c, &p)
 		if err != nil {
 			return w.dst, err
 		}
 		switch kind {
 		case ikSystem:
 			if w.lead {
-				if w.dst, err = appendSystemText(w.dst, content, path, &w.sysFirst); err != nil {
+				if w.dst, err = appendSystemText(w.dst, content, &p, &w.sysFirst); err != nil {
 					return w.dst, err
 				}
 				continue
@@ -703,7 +706,7 @@ func appendInputChat(dst []byte, input, instructions string) ([]byte, *Error) {
 			w.dst = sep(w.dst)
 			w.dst = append(w.dst, `{"role":"system","content":"`...)
 			first := true
-			if w.dst, err = appendSystemText(w.dst, content, path, &first); err != nil {
+			if w.dst, err = appendSystemText(w.dst, content, &p, &first); err != nil {
 				return w.dst, err
 			}
 			if first {
@@ -716,7 +719,7 @@ func appendInputChat(dst []byte, input, instructions string) ([]byte, *Error) {
 			if err = w.flush(); err != nil {
 				return w.dst, err
 			}
-			if w.dst, err = appendUserChat(w.dst, content, path); err != nil {
+			if w.dst, err = appendUserChat(w.dst, content, &p); err != nil {
 				return w.dst, err
 			}
 		case ikAssistant, ikOutput:
@@ -766,9 +769,9 @@ func (w *inputWriter) flush() *Error {
 // inputKind classifies the input item at c and leaves c past it; content
 // is a message's content. Walking the item where it stands, instead of
 // finding its end first, scans it once.
-func inputKind(c *cursor, path string) (uint8, string, *Error) {
+func inputKind(c *cursor, p *loc) (uint8, string, *Error) {
 	if !c.obj() {
-		return 0, "", badRequest(path + ": must be an object")
+		return 0, "", p.bad(": must be an object")
 	}
 	var typ, role, content string
 	for {
@@ -795,42 +798,44 @@ func inputKind(c *cursor, path string) (uint8, string, *Error) {
 		case strEq(role, "system"), strEq(role, "developer"):
 			return ikSystem, content, nil
 		}
-		return 0, "", badRequest(path + ".role: must be user, assistant, system or developer")
+		return 0, "", p.bad(".role: must be user, assistant, system or developer")
 	case strEq(typ, "reasoning"), strEq(typ, "function_call"):
 		return ikAssistant, "", nil
 	case strEq(typ, "function_call_output"):
 		return ikOutput, "", nil
 	case strEq(typ, "item_reference"):
-		return 0, "", badRequest(path + ": item references need stored items, which Timeblock does not keep; send the items themselves")
+		return 0, "", p.bad(": item references need stored items, which Timeblock does not keep; send the items themselves")
 	case strEq(typ, "custom_tool_call"), strEq(typ, "custom_tool_call_output"):
-		return 0, "", badRequest(path + ".type: custom tools are not supported; use function tools")
+		return 0, "", p.bad(".type: custom tools are not supported; use function tools")
 	case isStr(typ):
-		return 0, "", badRequest(path + ".type: " + str(typ) + " items belong to hosted tools, which this model's upstream cannot run")
+		return 0, "", p.bad(".type: " + str(typ) + " items belong to hosted tools, which this model's upstream cannot run")
 	}
-	return 0, "", badRequest(path + ".type: must be a string")
+	return 0, "", p.bad(".type: must be a string")
 }
 
 // appendSystemText appends a system or developer message's text (a string
 // or text parts) to an open system message.
-func appendSystemText(dst []byte, content, path string, first *bool) ([]byte, *Error) {
+func appendSystemText(dst []byte, content string, p *loc, first *bool) ([]byte, *Error) {
 	if isStr(content) {
 		return appendJoinedInner(dst, content, `\n\n`, first), nil
 	}
 	it, ok := arrIter(content)
 	if !ok {
-		return dst, badRequest(path + ".content: must be a string or an array of text parts")
+		return dst, p.bad(".content: must be a string or an array of text parts")
 	}
+	cp := p.member("content")
 	for j := 0; ; j++ {
-		p, ok := it.elem()
+		part, ok := it.elem()
 		if !ok {
 			return dst, nil
 		}
-		txt, err := partText(p, pathi(path+".content", j))
+		at := cp.elem(j)
+		txt, err := partText(part, &at)
 		if err != nil {
 			return dst, err
 		}
 		if txt == "" {
-			return dst, badRequest(pathi(path+".content", j) + ": system and developer messages may only hold text parts")
+			return dst, at.bad(": system and developer messages may only hold text parts")
 		}
 		dst = appendJoinedInner(dst, txt, `\n\n`, first)
 	}
@@ -838,31 +843,31 @@ func appendSystemText(dst []byte, content, path string, first *bool) ([]byte, *E
 
 // partText returns the text literal of a text part (input_text, output_text,
 // refusal), or "" for another part.
-func partText(p, path string) (string, *Error) {
+func partText(p string, at *loc) (string, *Error) {
 	if !isObj(p) {
-		return "", badRequest(path + ": must be an object")
+		return "", at.bad(": must be an object")
 	}
 	switch t := field(p, "type"); {
 	case strEq(t, "input_text"), strEq(t, "output_text"), strEq(t, "text"):
 		txt := field(p, "text")
 		if !isStr(txt) {
-			return "", badRequest(path + ".text: must be a string")
+			return "", at.bad(".text: must be a string")
 		}
 		return txt, nil
 	case strEq(t, "refusal"):
 		txt := field(p, "refusal")
 		if !isStr(txt) {
-			return "", badRequest(path + ".refusal: must be a string")
+			return "", at.bad(".refusal: must be a string")
 		}
 		return txt, nil
 	case !isStr(t):
-		return "", badRequest(path + ".type: must be a string")
+		return "", at.bad(".type: must be a string")
 	}
 	return "", nil
 }
 
 // appendUserChat writes a user message.
-func appendUserChat(dst []byte, content, path string) ([]byte, *Error) {
+func appendUserChat(dst []byte, content string, p *loc) ([]byte, *Error) {
 	if isStr(content) {
 		dst = sep(dst)
 		dst = append(dst, `{"role":"user","content":`...)
@@ -871,17 +876,19 @@ func appendUserChat(dst []byte, content, path string) ([]byte, *Error) {
 	}
 	it, ok := arrIter(content)
 	if !ok {
-		return dst, badRequest(path + ".content: must be a string or an array of content parts")
+		return dst, p.bad(".content: must be a string or an array of content parts")
 	}
 	dst = sep(dst)
 	dst = append(dst, `{"role":"user","content":[`...)
+	cp := p.member("content")
 	for j := 0; ; j++ {
-		p, ok := it.elem()
+		part, ok := it.elem()
 		if !ok {
 			break
 		}
+		at := cp.elem(j)
 		var err *Error
-		if dst, err = appendPartChat(dst, p, pathi(path+".content", j)); err != nil {
+		if dst, err = appendPartChat(dst, part, &at); err != nil {
 			return dst, err
 		}
 	}
@@ -889,8 +896,8 @@ func appendUserChat(dst []byte, content, path string) ([]byte, *Error) {
 }
 
 // appendPartChat writes an input content part as a chat content part.
-func appendPartChat(dst []byte, p, path string) ([]byte, *Error) {
-	txt, err := partText(p, path)
+func appendPartChat(dst []byte, p string, at *loc) ([]byte, *Error) {
+	txt, err := partText(p, at)
 	if err != nil {
 		return dst, err
 	}
@@ -905,9 +912,9 @@ func appendPartChat(dst []byte, p, path string) ([]byte, *Error) {
 		u := field(p, "image_url")
 		if !isStr(u) {
 			if !isNull(field(p, "file_id")) {
-				return dst, badRequest(path + ".file_id: uploaded files are not supported; send image_url (a URL or a base64 data URL)")
+				return dst, at.bad(".file_id: uploaded files are not supported; send image_url (a URL or a base64 data URL)")
 			}
-			return dst, badRequest(path + ".image_url: must be a string (a URL or a base64 data URL)")
+			return dst, at.bad(".image_url: must be a string (a URL or a base64 data URL)")
 		}
 		dst = sep(dst)
 		dst = append(dst, `{"type":"image_url","image_url":{"url":`...)
@@ -919,7 +926,7 @@ func appendPartChat(dst []byte, p, path string) ([]byte, *Error) {
 	case strEq(t, "input_file"):
 		fd := field(p, "file_data")
 		if !isStr(fd) {
-			return dst, badRequest(path + ": only inline file_data (a base64 data URL) is supported, not file_id or file_url")
+			return dst, at.bad(": only inline file_data (a base64 data URL) is supported, not file_id or file_url")
 		}
 		dst = sep(dst)
 		dst = append(dst, `{"type":"file","file":{"file_data":`...)
@@ -929,9 +936,9 @@ func appendPartChat(dst []byte, p, path string) ([]byte, *Error) {
 		}
 		return append(dst, `}}`...), nil
 	case strEq(t, "input_audio"):
-		return dst, badRequest(path + ": audio input is not supported")
+		return dst, at.bad(": audio input is not supported")
 	}
-	return dst, badRequest(path + ".type: content part type " + str(field(p, "type")) + " is not supported")
+	return dst, at.bad(".type: content part type " + str(field(p, "type")) + " is not supported")
 }
 
 // runItem is an assistant-side input item, its members read once.
@@ -998,6 +1005,7 @@ func appendAssistantRun(dst []byte, c cursor, n, index int) ([]byte, *Error) {
 		}
 		items = append(items, r)
 	}
+	input := loc{name: "input"}
 	mark := len(dst)
 	dst = sep(dst)
 	dst = append(dst, `{"role":"assistant","content":"`...)
@@ -1011,21 +1019,24 @@ func appendAssistantRun(dst []byte, c cursor, n, index int) ([]byte, *Error) {
 			dst = appendJoinedInner(dst, r.content, "", &first)
 			continue
 		}
+		p := input.elem(index + k)
 		ci, ok := arrIter(r.content)
 		if !ok {
-			return dst, badRequest(pathi("input", index+k) + ".content: must be a string or an array of output_text parts")
+			return dst, p.bad(".content: must be a string or an array of output_text parts")
 		}
+		cp := p.member("content")
 		for j := 0; ; j++ {
-			p, ok := ci.elem()
+			part, ok := ci.elem()
 			if !ok {
 				break
 			}
-			txt, err := partText(p, pathi(pathi("input", index+k)+".content", j))
+			at := cp.elem(j)
+			txt, err := partText(part, &at)
 			if err != nil {
 				return dst, err
 			}
 			if txt == "" {
-				return dst, badRequest(pathi(pathi("input", index+k)+".content", j) + ": assistant messages may only hold output_text and refusal parts")
+				return dst, at.bad(": assistant messages may only hold output_text and refusal parts")
 			}
 			dst = appendJoinedInner(dst, txt, "", &first)
 		}
@@ -1047,7 +1058,8 @@ func appendAssistantRun(dst []byte, c cursor, n, index int) ([]byte, *Error) {
 	for k := range items {
 		if r := &items[k]; strEq(r.typ, "reasoning") {
 			var err *Error
-			if dst, err = appendReasoningText(dst, r, pathi("input", index+k), &first); err != nil {
+			p := input.elem(index + k)
+			if dst, err = appendReasoningText(dst, r, &p, &first); err != nil {
 				return dst, err
 			}
 		}
@@ -1095,7 +1107,7 @@ func appendAssistantRun(dst []byte, c cursor, n, index int) ([]byte, *Error) {
 // appendReasoningText appends a reasoning item's text to an open string:
 // the reasoning restored from Timeblock's encrypted_content, else its
 // reasoning_text content, else its summary.
-func appendReasoningText(dst []byte, r *runItem, path string, first *bool) ([]byte, *Error) {
+func appendReasoningText(dst []byte, r *runItem, p *loc, first *bool) ([]byte, *Error) {
 	if enc := r.encrypted; isStr(enc) && strings.HasPrefix(inner(enc), encPrefix) {
 		mark := len(dst)
 		if !*first {
@@ -1116,19 +1128,20 @@ func appendReasoningText(dst []byte, r *runItem, path string, first *bool) ([]by
 		pi, ok := arrIter(v)
 		if !ok {
 			if !isNull(v) {
-				return dst, badRequest(path + ": summary and content must be arrays of text parts")
+				return dst, p.bad(": summary and content must be arrays of text parts")
 			}
 			continue
 		}
 		found := false
 		for j := 0; ; j++ {
-			p, ok := pi.elem()
+			part, ok := pi.elem()
 			if !ok {
 				break
 			}
-			txt := field(p, "text")
+			txt := field(part, "text")
 			if !isStr(txt) {
-				return dst, badRequest(pathi(path, j) + ".text: must be a string")
+				e := p.elem(j)
+				return dst, e.bad(".text: must be a string")
 			}
 			dst = appendJoinedInner(dst, txt, `\n\n`, first)
 			found = true
@@ -1179,12 +1192,13 @@ func validInner(b []byte) bool {
 func appendOutputRun(dst []byte, it iter, n, index int) ([]byte, *Error) {
 	start := it
 	attachments := false
+	input := loc{name: "input"}
 	for k := 0; k < n; k++ {
 		item, _ := it.elem()
-		path := pathi("input", index+k)
+		p := input.elem(index + k)
 		id, out := field(item, "call_id"), field(item, "output")
 		if !isStr(id) || emptyStr(id) {
-			return dst, badRequest(path + ".call_id: must be a non-empty string")
+			return dst, p.bad(".call_id: must be a non-empty string")
 		}
 		dst = sep(dst)
 		dst = append(dst, `{"role":"tool","tool_call_id":`...)
@@ -1198,16 +1212,18 @@ func appendOutputRun(dst []byte, it iter, n, index int) ([]byte, *Error) {
 		default:
 			pi, ok := arrIter(out)
 			if !ok {
-				return dst, badRequest(path + ".output: must be a string or an array of content parts")
+				return dst, p.bad(".output: must be a string or an array of content parts")
 			}
 			dst = append(dst, '"')
 			first := true
+			op := p.member("output")
 			for j := 0; ; j++ {
-				p, ok := pi.elem()
+				part, ok := pi.elem()
 				if !ok {
 					break
 				}
-				txt, err := partText(p, pathi(path+".output", j))
+				at := op.elem(j)
+				txt, err := partText(part, &at)
 				if err != nil {
 					return dst, err
 				}
@@ -1231,18 +1247,20 @@ func appendOutputRun(dst []byte, it iter, n, index int) ([]byte, *Error) {
 	it = start
 	for k := 0; k < n; k++ {
 		item, _ := it.elem()
-		path := pathi("input", index+k)
+		p := input.elem(index + k)
+		op := p.member("output")
 		pi, ok := arrIter(field(item, "output"))
 		if !ok {
 			continue
 		}
 		wrote := false
 		for j := 0; ; j++ {
-			p, ok := pi.elem()
+			part, ok := pi.elem()
 			if !ok {
 				break
 			}
-			if txt, _ := partText(p, ""); txt != "" {
+			at := op.elem(j)
+			if txt, _ := partText(part, &at); txt != "" {
 				continue
 			}
 			if !wrote {
@@ -1253,7 +1271,7 @@ func appendOutputRun(dst []byte, it iter, n, index int) ([]byte, *Error) {
 				wrote = true
 			}
 			var err *Error
-			if dst, err = appendPartChat(dst, p, pathi(path+".output", j)); err != nil {
+			if dst, err = appendPartChat(dst, part, &at); err != nil {
 				return dst, err
 			}
 		}
