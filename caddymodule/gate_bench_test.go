@@ -120,9 +120,17 @@ func BenchmarkGateTranslate(b *testing.B) {
 		return err
 	})
 	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error { return tr.ServeHTTP(w, r, upstream) })
+	// The responses body with its input as a list of items, which a
+	// history joins.
+	responses := strings.Replace(benchResponses, `"input":"Write a haiku about load balancers."`,
+		`"input":[{"role":"user","content":"Write a haiku about load balancers."}]`, 1)
+	f.gate.maxBody = 1 << 20
 	for _, c := range []struct{ name, path, body string }{
 		{"chat_to_chat", chatPath, benchChat},
 		{"messages_to_chat", messagesPath, benchMessages},
+		{"chat_to_chat/history_20k", chatPath, withHistory(benchChat, `"messages":[`)},
+		{"messages_to_chat/history_20k", messagesPath, withHistory(benchMessages, `"messages":[`)},
+		{"responses_to_chat/history_20k", responsesPath, withHistory(responses, `"input":[`)},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			w := &discardWriter{h: http.Header{}}
@@ -131,12 +139,30 @@ func BenchmarkGateTranslate(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				clear(w.h)
-				if err := f.gate.ServeHTTP(w, caddyRequest(r0, body, c.body), next); err != nil {
-					b.Fatal(err)
+				if err := f.gate.ServeHTTP(w, caddyRequest(r0, body, c.body), next); err != nil || w.code != http.StatusOK {
+					b.Fatal(w.code, err)
 				}
 			}
 		})
 	}
+}
+
+// withHistory puts about 20 KB of conversation (alternating user and
+// assistant turns of 530 bytes) into body right after the text after, as
+// examples/loadbench's -history 20000 does.
+func withHistory(body, after string) string {
+	const para = "The build failed because the linker could not find the symbol init_module; " +
+		"check the Makefile and the include paths, then run make again with V=1 to see the full command line. "
+	var turns strings.Builder
+	for i := 0; turns.Len() < 20000; i++ {
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		turns.WriteString(`{"role":"` + role + `","content":` + strconv.Quote(strings.Repeat(para, 3)) + `},`)
+	}
+	i := strings.Index(body, after) + len(after)
+	return body[:i] + turns.String() + body[i:]
 }
 
 // BenchmarkGateTranslateStream is a streamed messages request through the

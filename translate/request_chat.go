@@ -16,6 +16,10 @@ func messagesToChat(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 		r                                                             reasoning
 		err                                                           *Error
 	)
+	// The messages as their check read them, for appendMessagesChat; a
+	// conversation's first 64 stay on the stack.
+	var viewBuf [64]msgView
+	views := viewBuf[:0]
 	top := cursor{s: s}
 	top.obj()
 	for {
@@ -24,7 +28,12 @@ func messagesToChat(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 			break
 		}
 		var v string
-		if v, err = takeMember(&top, Messages, k); err != nil {
+		if k == "messages" && top.peek() == '[' {
+			v, views, err = takeMessages(&top, views[:0])
+		} else {
+			v, err = takeMember(&top, Messages, k)
+		}
+		if err != nil {
 			return dst, req, err
 		}
 		if handled, err := r.member(k, v, false); handled {
@@ -98,7 +107,7 @@ func messagesToChat(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 	if est.n > tokensReply {
 		est.n += tokensPerMessage
 	}
-	if dst, err = appendMessagesChat(dst, messages, &est); err != nil {
+	if dst, err = appendMessagesChat(dst, views, &est); err != nil {
 		return dst, req, err
 	}
 	dst = append(dst, `],"max_tokens":`...)
@@ -237,29 +246,15 @@ func appendSystemChat(dst []byte, v string, est *tally) ([]byte, *Error) {
 	return append(dst, `"}`...), nil
 }
 
-func appendMessagesChat(dst []byte, v string, est *tally) ([]byte, *Error) {
-	c := cursor{s: v}
-	c.arr()
+// appendMessagesChat writes the messages from their views (takeMessages):
+// each an object with a valid role and content.
+func appendMessagesChat(dst []byte, views []msgView, est *tally) ([]byte, *Error) {
 	var err *Error
 	msgs := loc{name: "messages"}
-	for i := 0; c.more(); i++ {
+	for i, m := range views {
 		p := msgs.elem(i)
 		est.n += tokensPerMessage
-		var role, content string
-		c.obj()
-		for {
-			k, ok := c.key()
-			if !ok {
-				break
-			}
-			switch k {
-			case "role":
-				role = c.raw()
-			case "content":
-				content = c.raw()
-			}
-		}
-		// An object with a valid role and content (validated).
+		role, content := m.role, m.content
 		switch {
 		case strEq(role, "user"):
 			dst, err = userToChat(dst, content, &p, est)

@@ -665,6 +665,10 @@ type inputWriter struct {
 // appendInputChat writes the chat messages for instructions and input.
 func appendInputChat(dst []byte, input, instructions string) ([]byte, *Error) {
 	w := inputWriter{dst: dst, items: input, sysMark: len(dst), sysFirst: true, lead: true}
+	// An assistant run's items as inputKind read them, for
+	// appendAssistantRun; a run's first eight stay on the stack.
+	var runBuf [8]runItem
+	run := runBuf[:0]
 	w.dst = append(w.dst, `{"role":"system","content":"`...)
 	if isStr(instructions) {
 		w.dst = appendJoinedInner(w.dst, instructions, `\n\n`, &w.sysFirst)
@@ -687,10 +691,11 @@ func appendInputChat(dst []byte, input, instructions string) ([]byte, *Error) {
 	for i := 0; c.more(); i++ {
 		pos := c.i
 		p := items.elem(i)
-		kind, content, err := inputKind(&c, &p)
+		kind, item, err := inputKind(&c, &p)
 		if err != nil {
 			return w.dst, err
 		}
+		content := item.content
 		switch kind {
 		case ikSystem:
 			if w.lead {
@@ -699,7 +704,7 @@ func appendInputChat(dst []byte, input, instructions string) ([]byte, *Error) {
 				}
 				continue
 			}
-			if err = w.flush(); err != nil {
+			if err = w.flush(run); err != nil {
 				return w.dst, err
 			}
 			mark := len(w.dst)
@@ -716,7 +721,7 @@ func appendInputChat(dst []byte, input, instructions string) ([]byte, *Error) {
 			}
 		case ikUser:
 			w.endLead()
-			if err = w.flush(); err != nil {
+			if err = w.flush(run); err != nil {
 				return w.dst, err
 			}
 			if w.dst, err = appendUserChat(w.dst, content, &p); err != nil {
@@ -725,16 +730,20 @@ func appendInputChat(dst []byte, input, instructions string) ([]byte, *Error) {
 		case ikAssistant, ikOutput:
 			w.endLead()
 			if w.run != kind {
-				if err = w.flush(); err != nil {
+				if err = w.flush(run); err != nil {
 					return w.dst, err
 				}
 				w.run, w.runPos, w.runN, w.runIndex = kind, pos, 0, i
+				run = run[:0]
 			}
 			w.runN++
+			if kind == ikAssistant {
+				run = append(run, item)
+			}
 		}
 	}
 	w.endLead()
-	return w.dst, w.flush()
+	return w.dst, w.flush(run)
 }
 
 // endLead closes the system message (or removes it, when empty) at the
@@ -751,14 +760,15 @@ func (w *inputWriter) endLead() {
 	w.dst = append(w.dst, `"}`...)
 }
 
-// flush writes the run that has ended, if any.
-func (w *inputWriter) flush() *Error {
+// flush writes the run that has ended, if any; run holds an assistant
+// run's items (kept by the caller: in the writer they would escape).
+func (w *inputWriter) flush(run []runItem) *Error {
 	if w.run == 0 {
 		return nil
 	}
 	var err *Error
 	if w.run == ikAssistant {
-		w.dst, err = appendAssistantRun(w.dst, cursor{s: w.items, i: w.runPos}, w.runN, w.runIndex)
+		w.dst, err = appendAssistantRun(w.dst, run, w.runIndex)
 	} else {
 		w.dst, err = appendOutputRun(w.dst, iter{s: w.items, i: w.runPos, end: ']'}, w.runN, w.runIndex)
 	}
@@ -766,51 +776,40 @@ func (w *inputWriter) flush() *Error {
 	return err
 }
 
-// inputKind classifies the input item at c and leaves c past it; content
-// is a message's content. Walking the item where it stands, instead of
-// finding its end first, scans it once.
-func inputKind(c *cursor, p *loc) (uint8, string, *Error) {
+// inputKind classifies the input item at c, reads its members and leaves
+// c past it. Walking the item where it stands, instead of finding its end
+// first, scans it once; an assistant-side item is written from what this
+// read (appendAssistantRun).
+func inputKind(c *cursor, p *loc) (uint8, runItem, *Error) {
+	var r runItem
 	if !c.obj() {
-		return 0, "", p.bad(": must be an object")
+		return 0, r, p.bad(": must be an object")
 	}
-	var typ, role, content string
-	for {
-		k, ok := c.key()
-		if !ok {
-			break
-		}
-		switch k {
-		case "type":
-			typ = c.raw()
-		case "role":
-			role = c.raw()
-		case "content":
-			content = c.raw()
-		}
-	}
+	r.read(c)
+	typ, role := r.typ, r.role
 	switch {
 	case isNull(typ) || strEq(typ, "message"):
 		switch {
 		case strEq(role, "user"):
-			return ikUser, content, nil
+			return ikUser, r, nil
 		case strEq(role, "assistant"):
-			return ikAssistant, content, nil
+			return ikAssistant, r, nil
 		case strEq(role, "system"), strEq(role, "developer"):
-			return ikSystem, content, nil
+			return ikSystem, r, nil
 		}
-		return 0, "", p.bad(".role: must be user, assistant, system or developer")
+		return 0, r, p.bad(".role: must be user, assistant, system or developer")
 	case strEq(typ, "reasoning"), strEq(typ, "function_call"):
-		return ikAssistant, "", nil
+		return ikAssistant, r, nil
 	case strEq(typ, "function_call_output"):
-		return ikOutput, "", nil
+		return ikOutput, r, nil
 	case strEq(typ, "item_reference"):
-		return 0, "", p.bad(": item references need stored items, which Timeblock does not keep; send the items themselves")
+		return 0, r, p.bad(": item references need stored items, which Timeblock does not keep; send the items themselves")
 	case strEq(typ, "custom_tool_call"), strEq(typ, "custom_tool_call_output"):
-		return 0, "", p.bad(".type: custom tools are not supported; use function tools")
+		return 0, r, p.bad(".type: custom tools are not supported; use function tools")
 	case isStr(typ):
-		return 0, "", p.bad(".type: " + str(typ) + " items belong to hosted tools, which this model's upstream cannot run")
+		return 0, r, p.bad(".type: " + str(typ) + " items belong to hosted tools, which this model's upstream cannot run")
 	}
-	return 0, "", p.bad(".type: must be a string")
+	return 0, r, p.bad(".type: must be a string")
 }
 
 // appendSystemText appends a system or developer message's text (a string
@@ -948,16 +947,13 @@ type runItem struct {
 	encrypted, reasoning, summary string
 }
 
-func readRunItem(c *cursor) runItem {
-	var r runItem
-	if !c.obj() {
-		c.skip()
-		return r
-	}
+// read reads the members of the object c has entered (the last of
+// duplicates counts) and leaves c past it.
+func (r *runItem) read(c *cursor) {
 	for {
 		k, ok := c.key()
 		if !ok {
-			return r
+			return
 		}
 		var v *string
 		switch k {
@@ -986,24 +982,21 @@ func readRunItem(c *cursor) runItem {
 	}
 }
 
-// appendAssistantRun writes n assistant-side items read from c as one
-// assistant message: the messages' text as content, and on a turn that
-// calls tools the reasoning as reasoning_content (reasoning templates need
-// it to continue after the results come back) and the calls as tool_calls.
-// The items are read once and written in three passes.
-func appendAssistantRun(dst []byte, c cursor, n, index int) ([]byte, *Error) {
-	var buf [8]runItem
-	items := buf[:0]
+// appendAssistantRun writes the assistant-side items of a run, the first
+// of them input[index], as one assistant message: the messages' text as
+// content, and on a turn that calls tools the reasoning as
+// reasoning_content (reasoning templates need it to continue after the
+// results come back) and the calls as tool_calls. The items are written in
+// three passes.
+func appendAssistantRun(dst []byte, items []runItem, index int) ([]byte, *Error) {
 	calls := 0
-	for k := 0; k < n && c.more(); k++ {
-		r := readRunItem(&c)
-		switch {
+	for k := range items {
+		switch r := &items[k]; {
 		case strEq(r.typ, "function_call"):
 			calls++
 		case strEq(r.typ, "reasoning"):
 			r.reasoning, r.content = r.content, "" // a reasoning item's content is reasoning_text parts
 		}
-		items = append(items, r)
 	}
 	input := loc{name: "input"}
 	mark := len(dst)

@@ -47,14 +47,26 @@ func takeMember(c *cursor, client Format, k string) (string, *Error) {
 		v := c.raw()
 		return v, validateMember(client, k, v)
 	}
-	at := c.begin()
-	var err *Error
 	if client == Messages {
-		err = validateMessagesMessages(c)
-	} else {
-		err = validateChatMessages(c)
+		v, _, err := takeMessages(c, nil)
+		return v, err
 	}
+	at := c.begin()
+	err := validateChatMessages(c)
 	return c.finish(at, err), err
+}
+
+// msgView is a message of a messages request as its check read it, raw: a
+// translation writes the messages from their views instead of walking them
+// again.
+type msgView struct{ role, content string }
+
+// takeMessages is takeMember for a messages client's messages array at c,
+// appending the view of each message to views when views is not nil.
+func takeMessages(c *cursor, views []msgView) (string, []msgView, *Error) {
+	at := c.begin()
+	views, err := readMessagesMessages(c, views)
+	return c.finish(at, err), views, err
 }
 
 // Chat completions.
@@ -521,25 +533,37 @@ func validateMessagesMember(k, v string) *Error {
 
 // validateMessagesMessages checks the messages at c and moves c past them.
 func validateMessagesMessages(c *cursor) *Error {
-	if !c.arr() {
-		return badRequest("messages: must be an array")
-	}
-	for i := 0; c.more(); i++ {
-		if err := validateMessagesMessage(c, i); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := readMessagesMessages(c, nil)
+	return err
 }
 
-// validateMessagesMessage checks messages[i], the value at c. Its content
-// is checked as it is walked, under the role read by then; a message whose
-// role comes after its content has its content checked again.
-func validateMessagesMessage(c *cursor, i int) *Error {
-	if !c.obj() {
-		return badRequest(pathi("messages", i) + ": must be an object {role, content}")
+// readMessagesMessages is validateMessagesMessages, appending the view of
+// each message to views when views is not nil.
+func readMessagesMessages(c *cursor, views []msgView) ([]msgView, *Error) {
+	if !c.arr() {
+		return views, badRequest("messages: must be an array")
 	}
-	var role, content, contentRole string
+	for i := 0; c.more(); i++ {
+		role, content, err := validateMessagesMessage(c, i)
+		if err != nil {
+			return views, err
+		}
+		if views != nil {
+			views = append(views, msgView{role, content})
+		}
+	}
+	return views, nil
+}
+
+// validateMessagesMessage checks messages[i], the value at c, and returns
+// its role and content (raw; the last of duplicates, "" when absent). Its
+// content is checked as it is walked, under the role read by then; a
+// message whose role comes after its content has its content checked again.
+func validateMessagesMessage(c *cursor, i int) (role, content string, err *Error) {
+	if !c.obj() {
+		return "", "", badRequest(pathi("messages", i) + ": must be an object {role, content}")
+	}
+	var contentRole string
 	var contentErr *Error
 	for {
 		k, ok := c.key()
@@ -559,12 +583,12 @@ func validateMessagesMessage(c *cursor, i int) *Error {
 	case strEq(role, "user"), strEq(role, "assistant"):
 	case strEq(role, "system"): // accepted inside messages: a system prompt at that position
 	default:
-		return badRequest(pathi("messages", i) + ".role: must be user, assistant or system")
+		return "", "", badRequest(pathi("messages", i) + ".role: must be user, assistant or system")
 	}
 	if contentRole != role { // no content, or the role came after it
 		contentErr = messagesContent(cursorOn(content), i, role)
 	}
-	return contentErr
+	return role, content, contentErr
 }
 
 // messagesContent checks the content at c of messages[i], whose role is
