@@ -128,9 +128,9 @@ func BenchmarkGateTranslate(b *testing.B) {
 	for _, c := range []struct{ name, path, body string }{
 		{"chat_to_chat", chatPath, benchChat},
 		{"messages_to_chat", messagesPath, benchMessages},
-		{"chat_to_chat/history_20k", chatPath, withHistory(benchChat, `"messages":[`)},
-		{"messages_to_chat/history_20k", messagesPath, withHistory(benchMessages, `"messages":[`)},
-		{"responses_to_chat/history_20k", responsesPath, withHistory(responses, `"input":[`)},
+		{"chat_to_chat_20k_history", chatPath, withHistory(benchChat, `"messages":[`)},
+		{"messages_to_chat_20k_history", messagesPath, withHistory(benchMessages, `"messages":[`)},
+		{"responses_to_chat_20k_history", responsesPath, withHistory(responses, `"input":[`)},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			w := &discardWriter{h: http.Header{}}

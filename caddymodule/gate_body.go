@@ -30,7 +30,7 @@ var errBodyEncoded = errors.New("a request body with a Content-Encoding is not a
 // than limit bytes; the caller holds the buffer once and releases it. With a
 // Content-Length it reads into one buffer of that size. No body is nil.
 func readBody(r *http.Request, limit int64) (*sharedBody, error) {
-	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+	if ce := headerValue(r.Header, "Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
 		return nil, errBodyEncoded
 	}
 	if r.ContentLength > limit {

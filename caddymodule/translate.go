@@ -233,7 +233,7 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	}
 	// The response is read and rewritten here, so it must come uncompressed.
 	fb.hdr.set(r.Header, "Accept-Encoding", "identity")
-	if t.cfg.Upstream == translate.Messages && r.Header.Get("anthropic-version") == "" {
+	if t.cfg.Upstream == translate.Messages && headerValue(r.Header, "Anthropic-Version") == "" {
 		fb.hdr.set(r.Header, "Anthropic-Version", "2023-06-01")
 	}
 	err = next.ServeHTTP(tw, r)
@@ -316,17 +316,17 @@ func (tw *translateWriter) WriteHeader(status int) {
 	}
 	tw.status = status
 	h := tw.Header()
-	if ce := h.Get("Content-Encoding"); ce != "" && ce != "identity" {
+	if ce := headerValue(h, "Content-Encoding"); ce != "" && ce != "identity" {
 		tw.mode = modeRaw
 		tw.wroteHeader = true
 		tw.ResponseWriterWrapper.WriteHeader(status)
 		return
 	}
-	h.Del("Content-Length") // a held body's is set by finish
+	delete(h, "Content-Length") // a held body's is set by finish
 	switch {
 	case status >= 300:
 		tw.mode = modeError
-	case isEventStream(h.Get("Content-Type")):
+	case isEventStream(headerValue(h, "Content-Type")):
 		tw.mode = modeStream
 		tw.stream = streamPool.Get().(*pooledStream)
 		tw.stream.Reset(tw.client, tw.upstream, tw.req, tw.cfg)

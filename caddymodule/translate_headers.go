@@ -49,6 +49,16 @@ func withoutQueryParam(q, name string) string {
 	return b.String()
 }
 
+// headerValue is h.Get(key) for a canonical key, without canonicalizing
+// it again on every call: net/http canonicalizes the keys it parses, and
+// Caddy's handlers set them through Set.
+func headerValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
 // headerValues holds the values of the few headers the translator sets on
 // a request or a response, inside an allocation made anyway (the forwarded
 // body, the response writer), instead of a new []string and string per
