@@ -5,11 +5,13 @@ package translate
 // strings are not checked for valid UTF-8) but keeps its open objects and
 // arrays on a bit stack instead of recursing, so a deep body costs no stack
 // and is refused as soon as it passes the limit. Strings, most of a body's
-// bytes, are scanned eight bytes at a time.
+// bytes, are scanned eight bytes at a time, and long runs of text in them
+// with IndexByte.
 
 import (
 	"math/bits"
 	"strconv"
+	"strings"
 )
 
 // CheckBody checks that body is JSON nested at most DefaultMaxDepth deep: the
@@ -312,20 +314,60 @@ func firstFlag(w uint64) int { return bits.TrailingZeros64(w) >> 3 }
 // stringBodyEnd returns the index just past the string whose body starts at
 // s[i] (just past its opening quote), or -1 when it is not closed, holds a
 // byte below 0x20, or has an escape JSON does not define.
+//
+// Keys, short values and most runs between escapes end within their first
+// words, read here eight bytes at a time. A run still going after 32 bytes
+// (128 after an escape, past the lines of text and code that end sooner) is
+// likely a message's text: longRunEnd reads the rest of it in about two
+// thirds of the time, but costs a few calls to start.
 func stringBodyEnd(s string, i int) int {
+	run := 32 // bytes of this run left before longRunEnd
 	for {
+		if i+32 <= len(s) {
+			w := s[i : i+32] // bounds checked once for the four words
+			if m := stringStops(load8(w, 0)); m != 0 {
+				i += firstFlag(m)
+				goto stop
+			}
+			if m := stringStops(load8(w, 8)); m != 0 {
+				i += 8 + firstFlag(m)
+				goto stop
+			}
+			if m := stringStops(load8(w, 16)); m != 0 {
+				i += 16 + firstFlag(m)
+				goto stop
+			}
+			if m := stringStops(load8(w, 24)); m != 0 {
+				i += 24 + firstFlag(m)
+				goto stop
+			}
+			i += 32
+			if run -= 32; run > 0 {
+				continue
+			}
+			if i = longRunEnd(s, i); i < 0 {
+				return -1
+			}
+			goto stop
+		}
+		// Fewer than 32 bytes of s are left.
 		for ; i+8 <= len(s); i += 8 {
 			if m := stringStops(load8(s, i)); m != 0 {
 				i += firstFlag(m)
 				goto stop
 			}
 		}
-		for i < len(s) && s[i] != '"' && s[i] != '\\' && s[i] >= 0x20 {
-			i++
+		for ; i < len(s); i++ {
+			switch c := s[i]; {
+			case c == '"':
+				return i + 1
+			case c < 0x20:
+				return -1
+			case c == '\\':
+				goto escape
+			}
 		}
-		if i >= len(s) {
-			return -1
-		}
+		return -1
 	stop:
 		switch c := s[i]; {
 		case c == '"':
@@ -333,10 +375,68 @@ func stringBodyEnd(s string, i int) int {
 		case c < 0x20:
 			return -1
 		}
+	escape:
 		if i = escapeEnd(s, i); i < 0 {
 			return -1
 		}
+		run = 128
 	}
+}
+
+// longRunEnd returns the index of the first quote or backslash at or after
+// s[i], or -1 when a byte below 0x20 comes first or there is none. IndexByte
+// finds quotes and backslashes many bytes a cycle, which leaves a word loop
+// only the control bytes to look for, without a branch per word. It looks at
+// a window of s at a time, 256 bytes and then four times the last, so that a
+// run that ends soon does not pay for a search to a closing quote far off,
+// nor a long run for many windows.
+func longRunEnd(s string, i int) int {
+	for n := 256; ; n *= 4 {
+		end := min(len(s), i+n)
+		t := s[i:end]
+		if k := strings.IndexByte(t, '"'); k >= 0 {
+			t = t[:k]
+		}
+		if k := strings.IndexByte(t, '\\'); k >= 0 {
+			t = t[:k]
+		}
+		if hasControlByte(t) {
+			return -1
+		}
+		if i += len(t); i < end {
+			return i // at the quote or backslash
+		}
+		if end == len(s) {
+			return -1
+		}
+	}
+}
+
+// hasControlByte reports whether t holds a byte below 0x20. Each word's
+// flags are or'ed together and tested once at the end: a flag can be false
+// only above a true one (a borrow comes from a byte below 0x20).
+func hasControlByte(t string) bool {
+	if len(t) < 8 {
+		for i := 0; i < len(t); i++ {
+			if t[i] < 0x20 {
+				return true
+			}
+		}
+		return false
+	}
+	last := load8(t, len(t)-8) // overlaps the words the loops read, if it must
+	acc := (last - ones*0x20) &^ last
+	for ; len(t) >= 64; t = t[64:] {
+		w0, w1, w2, w3 := load8(t, 0), load8(t, 8), load8(t, 16), load8(t, 24)
+		w4, w5, w6, w7 := load8(t, 32), load8(t, 40), load8(t, 48), load8(t, 56)
+		acc |= (w0-ones*0x20)&^w0 | (w1-ones*0x20)&^w1 | (w2-ones*0x20)&^w2 | (w3-ones*0x20)&^w3 |
+			(w4-ones*0x20)&^w4 | (w5-ones*0x20)&^w5 | (w6-ones*0x20)&^w6 | (w7-ones*0x20)&^w7
+	}
+	for ; len(t) >= 8; t = t[8:] {
+		w := load8(t, 0)
+		acc |= (w - ones*0x20) &^ w
+	}
+	return acc&highs != 0
 }
 
 // escapeEnd returns the index just past the escape at s[i] ('\\'), or -1.
