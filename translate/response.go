@@ -123,50 +123,64 @@ func (a *answer) finalStop() stopReason {
 
 // readChatMessage gathers a chat choice's message.
 func (a *answer) readChatMessage(m string) (calls string) {
+	var r chatMessageReader
 	it, _ := objIter(m)
-	var rc, rs string
 	for {
 		k, v, ok := it.next()
 		if !ok {
 			break
 		}
-		switch k {
-		case "content":
-			if isStr(v) {
-				a.textLit = v
-			} else if pi, ok := arrIter(v); ok { // content parts
-				var b []byte
-				for {
-					p, ok := pi.elem()
-					if !ok {
-						break
-					}
-					if t := field(p, "text"); isStr(t) {
-						b = appendUnescaped(b, inner(t))
-					}
+		r.member(a, k, v)
+	}
+	return r.finish(a)
+}
+
+// chatMessageReader gathers a chat message into an answer, member by member.
+type chatMessageReader struct{ rc, rs, calls string }
+
+func (r *chatMessageReader) member(a *answer, k, v string) {
+	switch k {
+	case "content":
+		if isStr(v) {
+			a.textLit = v
+		} else if pi, ok := arrIter(v); ok { // content parts
+			var b []byte
+			for {
+				p, ok := pi.elem()
+				if !ok {
+					break
 				}
-				a.text = string(b)
-			}
-		case "reasoning_content":
-			rc = v
-		case "reasoning":
-			rs = v
-		case "refusal":
-			if isStr(v) && !emptyStr(v) {
-				a.refusal = true
-				if !a.hasText() {
-					a.textLit = v
+				if t := field(p, "text"); isStr(t) {
+					b = appendUnescaped(b, inner(t))
 				}
 			}
-		case "tool_calls":
-			calls = v
+			a.text = string(b)
 		}
+	case "reasoning_content":
+		r.rc = v
+	case "reasoning":
+		r.rs = v
+	case "refusal":
+		if isStr(v) && !emptyStr(v) {
+			a.refusal = true
+			if !a.hasText() {
+				a.textLit = v
+			}
+		}
+	case "tool_calls":
+		r.calls = v
 	}
-	if isStr(rc) && !emptyStr(rc) {
-		a.reasonLit = rc
-	} else if isStr(rs) && !emptyStr(rs) {
-		a.reasonLit = rs
+}
+
+// finish settles the reasoning and counts the tool calls; it returns the
+// message's tool_calls (raw).
+func (r *chatMessageReader) finish(a *answer) string {
+	if isStr(r.rc) && !emptyStr(r.rc) {
+		a.reasonLit = r.rc
+	} else if isStr(r.rs) && !emptyStr(r.rs) {
+		a.reasonLit = r.rs
 	}
+	calls := r.calls
 	if ci, ok := arrIter(calls); ok {
 		for {
 			if _, ok := ci.elem(); !ok {
@@ -367,40 +381,39 @@ func messagesResponseToChat(dst []byte, s string, prefilled bool) []byte {
 	return append(dst, '}')
 }
 
-// passChatResponse normalises a chat response for a chat client.
+// passChatResponse normalises a chat response for a chat client. It walks
+// the answer once, where the choices stand (the text was scanned six times
+// when each level found its values' ends and its message was looked up).
 func passChatResponse(dst []byte, s string, prefilled bool) []byte {
 	var reasonBytes, otherBytes int64
 	var u usage
 	hasUsage := false
 	dst = append(dst, '{')
-	it, _ := objIter(s)
+	c := cursor{s: s}
+	c.obj()
 	for {
-		k, v, ok := it.next()
+		k, ok := c.key()
 		if !ok {
 			break
 		}
 		switch {
-		case k == "choices" && isArr(v):
+		case k == "choices" && c.peek() == '[':
 			dst = key(dst, "choices")
 			dst = append(dst, '[')
-			ci, _ := arrIter(v)
-			for {
-				c, ok := ci.elem()
-				if !ok {
-					break
-				}
+			c.arr()
+			for c.more() {
 				dst = sep(dst)
 				var rb, ob int64
-				dst, rb, ob = passChatChoice(dst, c, prefilled)
+				dst, rb, ob = passChatChoice(dst, &c, prefilled)
 				reasonBytes += rb
 				otherBytes += ob
 			}
 			dst = append(dst, ']')
-		case k == "usage" && isObj(v):
-			u.readChat(v)
+		case k == "usage" && c.peek() == '{':
+			u.readChat(c.raw())
 			hasUsage = true
 		default:
-			dst = appendRawMember(dst, k, v)
+			dst = appendRawMember(dst, k, c.raw())
 		}
 	}
 	if hasUsage {
@@ -410,60 +423,101 @@ func passChatResponse(dst []byte, s string, prefilled bool) []byte {
 	return append(dst, '}')
 }
 
-func passChatChoice(dst []byte, c string, prefilled bool) ([]byte, int64, int64) {
-	if !isObj(c) {
-		return append(dst, c...), 0, 0
+// passChatChoice passes the choice at c, moving c past it. Its members, and
+// those of its first message, are read in one walk and kept (the first
+// twelve of each on the stack) for writing: finish_reason may come before
+// the message it depends on.
+func passChatChoice(dst []byte, c *cursor, prefilled bool) ([]byte, int64, int64) {
+	if c.peek() != '{' {
+		return append(dst, c.raw()...), 0, 0
 	}
+	var cbuf, mbuf [12]rawMember
+	members, msg := cbuf[:0], mbuf[:0]
+	first := -1 // members[first] is the first message
 	var a answer
-	msg := field(c, "message")
-	calls := ""
-	if isObj(msg) {
-		calls = a.readChatMessage(msg)
-		a.split(prefilled)
-	}
-	dst = append(dst, '{')
-	it, _ := objIter(c)
+	var r chatMessageReader
+	c.obj()
 	for {
-		k, v, ok := it.next()
+		k, ok := c.key()
 		if !ok {
 			break
 		}
+		if k != "message" || first >= 0 || c.peek() != '{' {
+			if k == "message" && first < 0 {
+				first = len(members) // not an object: nothing to read
+			}
+			members = append(members, rawMember{k: k, v: c.raw()})
+			continue
+		}
+		first = len(members)
+		at := c.begin()
+		c.obj()
+		for {
+			mk, ok := c.key()
+			if !ok {
+				break
+			}
+			mv := c.raw()
+			msg = append(msg, rawMember{k: mk, v: mv})
+			r.member(&a, mk, mv)
+		}
+		members = append(members, rawMember{k: k, v: c.finish(at, nil)})
+	}
+	calls := ""
+	if first >= 0 && isObj(members[first].v) {
+		calls = r.finish(&a)
+		a.split(prefilled)
+	}
+	dst = append(dst, '{')
+	for i, m := range members {
 		switch {
-		case k == "message" && isObj(v):
-			dst = key(dst, "message")
-			dst = append(dst, '{')
-			mi, _ := objIter(v)
-			for {
-				mk, mv, ok := mi.next()
-				if !ok {
-					break
-				}
-				switch mk {
-				case "content":
-					if a.hasText() || isStr(mv) {
-						dst = key(dst, "content")
-						dst = a.appendText(dst)
-					} else {
-						dst = appendRawMember(dst, mk, mv)
+		case m.k == "message" && isObj(m.v):
+			if i != first { // a second message: written from its own members
+				msg = msg[:0]
+				mi, _ := objIter(m.v)
+				for {
+					mk, mv, ok := mi.next()
+					if !ok {
+						break
 					}
-				case "reasoning_content", "reasoning":
-				default:
-					dst = appendRawMember(dst, mk, mv)
+					msg = append(msg, rawMember{k: mk, v: mv})
 				}
 			}
-			if a.hasReasoning() {
-				dst = key(dst, "reasoning_content")
-				dst = a.appendReasoning(dst)
-			}
-			dst = append(dst, '}')
-		case k == "finish_reason" && strEq(v, "stop") && a.tools > 0:
+			dst = key(dst, "message")
+			dst = passChatMessage(dst, msg, &a)
+		case m.k == "finish_reason" && strEq(m.v, "stop") && a.tools > 0:
 			dst = key(dst, "finish_reason") // a member: it may come first
 			dst = append(dst, `"tool_calls"`...)
 		default:
-			dst = appendRawMember(dst, k, v)
+			dst = appendRawMember(dst, m.k, m.v)
 		}
 	}
 	return append(dst, '}'), a.reasonLen(), a.textLen() + argBytes(calls)
+}
+
+// passChatMessage writes a choice's message from its members, its text and
+// reasoning from a.
+func passChatMessage(dst []byte, members []rawMember, a *answer) []byte {
+	dst = append(dst, '{')
+	for _, m := range members {
+		switch m.k {
+		case "content":
+			if a.hasText() || isStr(m.v) {
+				dst = key(dst, "content")
+				dst = a.appendText(dst)
+			} else {
+				dst = appendRawMember(dst, m.k, m.v)
+			}
+		case "reasoning_content", "reasoning":
+		default:
+			dst = appendRawMember(dst, m.k, m.v)
+		}
+	}
+	if a.hasReasoning() {
+		dst = key(dst, "reasoning_content")
+		dst = a.appendReasoning(dst)
+	}
+	return append(dst, '}')
 }
 
 // passMessagesResponse normalises a messages response for a messages client.
