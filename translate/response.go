@@ -442,26 +442,25 @@ func passChatChoice(dst []byte, c *cursor, prefilled bool) ([]byte, int64, int64
 		if !ok {
 			break
 		}
-		if k != "message" || first >= 0 || c.peek() != '{' {
-			if k == "message" && first < 0 {
-				first = len(members) // not an object: nothing to read
+		if k == "message" && first < 0 {
+			first = len(members)
+			if c.peek() == '{' { // read where it stands; not an object: nothing to read
+				at := c.begin()
+				c.obj()
+				for {
+					mk, ok := c.key()
+					if !ok {
+						break
+					}
+					mv := c.raw()
+					msg = append(msg, rawMember{k: mk, v: mv})
+					r.member(&a, mk, mv)
+				}
+				members = append(members, rawMember{k: k, v: c.finish(at, nil)})
+				continue
 			}
-			members = append(members, rawMember{k: k, v: c.raw()})
-			continue
 		}
-		first = len(members)
-		at := c.begin()
-		c.obj()
-		for {
-			mk, ok := c.key()
-			if !ok {
-				break
-			}
-			mv := c.raw()
-			msg = append(msg, rawMember{k: mk, v: mv})
-			r.member(&a, mk, mv)
-		}
-		members = append(members, rawMember{k: k, v: c.finish(at, nil)})
+		members = append(members, rawMember{k: k, v: c.raw()})
 	}
 	calls := ""
 	if first >= 0 && isObj(members[first].v) {

@@ -3,6 +3,7 @@ package translate
 import (
 	"encoding/json"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -69,6 +70,31 @@ func TestResponseFinishReasonFirst(t *testing.T) {
 	}
 	if e := json.Unmarshal(out, &v); e != nil || len(v.Choices) != 1 || v.Choices[0].FinishReason != "tool_calls" {
 		t.Fatalf("%s: %v, want one choice finishing with tool_calls", out, e)
+	}
+}
+
+// A chat answer passes to a chat client member for member, also when a
+// choice or its message has more members than the walk keeps on the stack.
+func TestResponsePassManyMembers(t *testing.T) {
+	var extra strings.Builder
+	for i := range 14 {
+		extra.WriteString(`"x` + strconv.Itoa(i) + `":` + strconv.Itoa(i) + `,`)
+	}
+	choice := `{` + extra.String() + `"index":0,"message":{` + extra.String() + `"role":"assistant","content":"hi"},"finish_reason":"stop"}`
+	body := []byte(`{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[` + choice + `]}`)
+	out, err := TranslateResponse(Chat, Chat, body, Request{}, &Config{Upstream: Chat}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want struct{ Choices []json.RawMessage }
+	if e := json.Unmarshal(out, &got); e != nil || len(got.Choices) != 1 {
+		t.Fatalf("%s: %v", out, e)
+	}
+	if e := json.Unmarshal(body, &want); e != nil {
+		t.Fatal(e)
+	}
+	if string(got.Choices[0]) != string(want.Choices[0]) {
+		t.Fatalf("choice changed:\n got %s\nwant %s", got.Choices[0], want.Choices[0])
 	}
 }
 
