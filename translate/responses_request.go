@@ -99,18 +99,31 @@ func responsesToChat(dst []byte, s string, cfg *Config, final bool) ([]byte, Req
 		o                                                                 respOptions
 		r                                                                 reasoning
 		err                                                               *Error
+		items                                                             inputItems
 	)
-	it, _ := objIter(s)
+	mark := len(dst)
+	top := cursor{s: s}
+	top.obj()
 	for {
-		k, v, ok := it.next()
+		k, ok := top.key()
 		if !ok {
 			break
 		}
+		if k == "input" && top.peek() == '[' {
+			// Written as chat messages where the walk stands (a long input
+			// is then scanned once), past mark, before the members that
+			// come first in the chat body are known: place moves them in.
+			at := top.begin()
+			dst, items = appendInputItems(dst[:mark], &top)
+			input = top.finish(at, items.err)
+			continue
+		}
+		v := top.raw()
 		switch k {
 		case "model", "stream", "temperature", "top_p":
 			err = c.read(k, v)
 		case "input":
-			input = v
+			input, items = v, inputItems{}
 		case "instructions":
 			instructions = v
 		case "tools":
@@ -175,11 +188,16 @@ func responsesToChat(dst []byte, s string, cfg *Config, final bool) ([]byte, Req
 		r.fix(cfg.Dialect(), &maxTokens)
 	}
 
-	dst = append(dst, `{"model":`...)
-	dst = append(dst, c.model...)
-	dst = append(dst, `,"messages":[`...)
-	if dst, err = appendInputChat(dst, input, instructions); err != nil {
-		return dst, req, err
+	if items.walked {
+		if items.err != nil {
+			return dst, req, items.err
+		}
+		dst = items.place(dst, mark, c.model, instructions)
+	} else {
+		dst = append(dst[:mark], `{"model":`...)
+		dst = append(dst, c.model...)
+		dst = append(dst, `,"messages":[`...)
+		dst = appendStringInput(dst, input, instructions)
 	}
 	dst = append(dst, ']')
 	if maxTokens > 0 {
@@ -652,7 +670,7 @@ const (
 // tool messages: each such run is written when it ends, from its items.
 type inputWriter struct {
 	dst      []byte
-	items    string // the input array
+	items    string // the text the walk reads (offsets of runs are into it)
 	sysMark  int    // where the system message starts
 	sysFirst bool   // nothing is in the system message yet
 	lead     bool   // only system items so far: they join the system message
@@ -662,57 +680,128 @@ type inputWriter struct {
 	runIndex int    // index of the run's first item
 }
 
-// appendInputChat writes the chat messages for instructions and input.
-func appendInputChat(dst []byte, input, instructions string) ([]byte, *Error) {
-	w := inputWriter{dst: dst, items: input, sysMark: len(dst), sysFirst: true, lead: true}
+// appendStringInput writes the chat messages for instructions and an input
+// that is a string.
+func appendStringInput(dst []byte, input, instructions string) []byte {
+	first := true
+	dst = append(dst, sysOpen...)
+	if isStr(instructions) {
+		dst = appendJoinedInner(dst, instructions, `\n\n`, &first)
+	}
+	if first {
+		dst = dst[:len(dst)-len(sysOpen)]
+	} else {
+		dst = append(dst, `"}`...)
+	}
+	if !emptyStr(input) {
+		dst = sep(dst)
+		dst = append(dst, `{"role":"user","content":`...)
+		dst = append(dst, input...)
+		dst = append(dst, '}')
+	}
+	return dst
+}
+
+// sysOpen opens a system message; its text follows.
+const sysOpen = `{"role":"system","content":"`
+
+// inputItems is an input array written as chat messages where the walk of
+// the request met it: dst[mark+1:end], after a '[' that makes the first
+// message need no comma. The instructions, which lead the system message,
+// and the members the chat body starts with may come later in the request;
+// place writes them in front.
+type inputItems struct {
+	walked bool
+	end    int
+	// lead: the messages begin with the system message of the leading
+	// system items, open for the instructions to be put before its text.
+	lead bool
+	err  *Error // the input's error, given where the chat body needs it
+}
+
+// appendInputItems writes the input array at c as chat messages (its
+// leading system items as one system message) and leaves c past it, or
+// where it found an error.
+func appendInputItems(dst []byte, c *cursor) ([]byte, inputItems) {
+	dst = append(dst, '[')
+	w := inputWriter{dst: dst, items: c.s, sysMark: len(dst), sysFirst: true, lead: true}
 	// An assistant run's items as inputKind read them, for
 	// appendAssistantRun; a run's first eight stay on the stack.
 	var runBuf [8]runItem
 	run := runBuf[:0]
-	w.dst = append(w.dst, `{"role":"system","content":"`...)
+	w.dst = append(w.dst, sysOpen...)
+	err := w.walk(c, run)
+	return w.dst, inputItems{walked: true, end: len(w.dst), lead: !w.sysFirst, err: err}
+}
+
+// place writes the chat body's start, `{"model":…,"messages":[`, and the
+// instructions' system message in front of the messages at dst[mark+1:end]
+// and returns dst up to the last message.
+func (in *inputItems) place(dst []byte, mark int, model, instructions string) []byte {
+	msgs := in.end - (mark + 1)
+	var instr, tail string
+	skip := 0 // bytes at the start of the messages that the front replaces
 	if isStr(instructions) {
-		w.dst = appendJoinedInner(w.dst, instructions, `\n\n`, &w.sysFirst)
+		instr = inner(instructions)
 	}
-	if isStr(input) {
-		w.endLead()
-		if !emptyStr(input) {
-			w.dst = sep(w.dst)
-			w.dst = append(w.dst, `{"role":"user","content":`...)
-			w.dst = append(w.dst, input...)
-			w.dst = append(w.dst, '}')
-		}
-		return w.dst, nil
+	switch {
+	case instr == "":
+	case in.lead: // the instructions, then the items' text
+		skip, tail = len(sysOpen), `\n\n`
+	case msgs > 0:
+		tail = `"},`
+	default:
+		tail = `"}`
 	}
-	c := cursor{s: input}
-	if !c.arr() {
-		c.stop() // no items: validation refuses such an input first
+	front := len(`{"model":`) + len(model) + len(`,"messages":[`)
+	if instr != "" {
+		front += len(sysOpen) + len(instr) + len(tail)
 	}
+	size := front + msgs - skip
+	if grow := mark + size - in.end; grow > 0 {
+		dst = append(dst[:in.end], make([]byte, grow)...)
+	}
+	copy(dst[mark+front:], dst[mark+1+skip:in.end])
+	f := append(dst[:mark], `{"model":`...)
+	f = append(f, model...)
+	f = append(f, `,"messages":[`...)
+	if instr != "" {
+		f = append(f, sysOpen...)
+		f = append(f, instr...)
+		f = append(f, tail...)
+	}
+	return dst[:mark+size]
+}
+
+// walk writes the input items at c, an array.
+func (w *inputWriter) walk(c *cursor, run []runItem) *Error {
+	c.arr()
 	items := loc{name: "input"}
 	for i := 0; c.more(); i++ {
 		pos := c.i
 		p := items.elem(i)
-		kind, item, err := inputKind(&c, &p)
+		kind, item, err := inputKind(c, &p)
 		if err != nil {
-			return w.dst, err
+			return err
 		}
 		content := item.content
 		switch kind {
 		case ikSystem:
 			if w.lead {
 				if w.dst, err = appendSystemText(w.dst, content, &p, &w.sysFirst); err != nil {
-					return w.dst, err
+					return err
 				}
 				continue
 			}
 			if err = w.flush(run); err != nil {
-				return w.dst, err
+				return err
 			}
 			mark := len(w.dst)
 			w.dst = sep(w.dst)
-			w.dst = append(w.dst, `{"role":"system","content":"`...)
+			w.dst = append(w.dst, sysOpen...)
 			first := true
 			if w.dst, err = appendSystemText(w.dst, content, &p, &first); err != nil {
-				return w.dst, err
+				return err
 			}
 			if first {
 				w.dst = w.dst[:mark]
@@ -722,16 +811,16 @@ func appendInputChat(dst []byte, input, instructions string) ([]byte, *Error) {
 		case ikUser:
 			w.endLead()
 			if err = w.flush(run); err != nil {
-				return w.dst, err
+				return err
 			}
 			if w.dst, err = appendUserChat(w.dst, content, &p); err != nil {
-				return w.dst, err
+				return err
 			}
 		case ikAssistant, ikOutput:
 			w.endLead()
 			if w.run != kind {
 				if err = w.flush(run); err != nil {
-					return w.dst, err
+					return err
 				}
 				w.run, w.runPos, w.runN, w.runIndex = kind, pos, 0, i
 				run = run[:0]
@@ -743,7 +832,7 @@ func appendInputChat(dst []byte, input, instructions string) ([]byte, *Error) {
 		}
 	}
 	w.endLead()
-	return w.dst, w.flush(run)
+	return w.flush(run)
 }
 
 // endLead closes the system message (or removes it, when empty) at the
