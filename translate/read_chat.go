@@ -161,23 +161,90 @@ func readToolCallDelta(c string) (idx, id, name, args string) {
 // one).
 type chatCompletion struct {
 	chatTop
-	choice string // the first choice
-	a      answer // its message and finish_reason
-	calls  string // its message's tool_calls
-	u      usage
+	a     answer // the first choice's message and finish_reason
+	calls string // its message's tool_calls
+	// stopReason and matchedStop: the first choice's (vLLM, SGLang).
+	stopReason, matchedStop string
+	u                       usage
 }
 
+// read walks the completion once, where its members stand: the first
+// choice and its message are read inside the choices array, not found and
+// then read again. Of duplicated members the last counts at the top level
+// and within a message, the first within a choice.
 func (cc *chatCompletion) read(s string) {
-	cc.chatTop.read(s)
-	ci, _ := arrIter(cc.choices)
-	if c, ok := ci.elem(); ok {
-		cc.choice = c
-		cc.calls = cc.a.readChatMessage(field(c, "message"))
-		if f := field(c, "finish_reason"); isStr(f) {
-			cc.a.stop = chatFinish(f)
+	top := cursor{s: s}
+	top.obj()
+	for {
+		k, ok := top.key()
+		if !ok {
+			break
 		}
+		if k == "choices" {
+			at := top.begin()
+			cc.readChoices(&top)
+			cc.choices = top.finish(at, nil)
+			continue
+		}
+		cc.set(k, top.raw())
 	}
 	cc.u.readChat(cc.usage)
+}
+
+// readChoices reads the first element of the choices array at c (c moves
+// past the choices, whatever they are).
+func (cc *chatCompletion) readChoices(c *cursor) {
+	cc.a, cc.calls, cc.stopReason, cc.matchedStop = answer{}, "", "", ""
+	if !c.arr() {
+		return
+	}
+	if !c.more() {
+		return // an empty array
+	}
+	if c.obj() {
+		cc.readChoice(c)
+	}
+	for c.more() { // the other choices, or a first that is not an object
+	}
+}
+
+// readChoice reads the choice object at c, moving c past it.
+func (cc *chatCompletion) readChoice(c *cursor) {
+	var r chatMessageReader
+	var message, finish bool
+	for {
+		k, ok := c.key()
+		if !ok {
+			break
+		}
+		switch k {
+		case "message":
+			if !message && c.obj() {
+				for {
+					mk, ok := c.key()
+					if !ok {
+						break
+					}
+					r.member(&cc.a, mk, c.raw())
+				}
+			}
+			message = true
+		case "finish_reason":
+			if f := c.raw(); !finish && isStr(f) {
+				cc.a.stop = chatFinish(f)
+			}
+			finish = true
+		case "stop_reason":
+			if v := c.raw(); cc.stopReason == "" {
+				cc.stopReason = v
+			}
+		case "matched_stop":
+			if v := c.raw(); cc.matchedStop == "" {
+				cc.matchedStop = v
+			}
+		}
+	}
+	cc.calls = r.finish(&cc.a)
 }
 
 // readChatCall reads one of a message's tool_calls: its id ("" unless a

@@ -196,14 +196,12 @@ func chatResponseToMessages(dst []byte, s string, prefilled bool) []byte {
 	var cc chatCompletion
 	cc.read(s)
 	a, calls, u := &cc.a, cc.calls, &cc.u
-	if cc.choice != "" {
-		matched := field(cc.choice, "stop_reason")
-		if !isStr(matched) {
-			matched = field(cc.choice, "matched_stop")
-		}
-		if a.stop == stopEnd && isStr(matched) && !emptyStr(matched) {
-			a.stop, a.stopSeq = stopSeq, matched
-		}
+	matched := cc.stopReason
+	if !isStr(matched) {
+		matched = cc.matchedStop
+	}
+	if a.stop == stopEnd && isStr(matched) && !emptyStr(matched) {
+		a.stop, a.stopSeq = stopSeq, matched
 	}
 	a.split(prefilled)
 

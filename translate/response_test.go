@@ -73,6 +73,41 @@ func TestResponseFinishReasonFirst(t *testing.T) {
 	}
 }
 
+// A chat answer read for a messages or Responses client in one walk: the
+// first choice counts, of the last choices member, and the members after
+// the choices are still read.
+func TestResponseChatReadsFirstChoice(t *testing.T) {
+	for _, c := range []struct{ name, body, text, stop string }{
+		{"choices again", `{"choices":[],"choices":[{"message":{"content":"a"},"finish_reason":"length"}],"model":"m2"}`, "a", "max_tokens"},
+		{"empty after", `{"choices":[{"message":{"content":"a"}}],"choices":[],"model":"m2"}`, "", "end_turn"},
+		{"first not an object", `{"choices":[7,{"message":{"content":"b"}}],"model":"m2"}`, "", "end_turn"},
+		{"first message", `{"choices":[{"message":{"content":"a"},"message":{"content":"b"},"finish_reason":"stop","finish_reason":"length"},{"message":{"content":"c"}}],"model":"m2"}`, "a", "end_turn"},
+		{"stop string", `{"choices":[{"stop_reason":null,"matched_stop":"END","message":{"content":"a"},"finish_reason":"stop"}],"model":"m2"}`, "a", "stop_sequence"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := TranslateResponse(Messages, Chat, []byte(c.body), Request{}, &Config{Upstream: Chat}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var v struct {
+				Model   string
+				Content []struct{ Type, Text string }
+				Stop    string `json:"stop_reason"`
+			}
+			if e := json.Unmarshal(out, &v); e != nil {
+				t.Fatalf("%s: %v", out, e)
+			}
+			text := ""
+			for _, b := range v.Content {
+				text += b.Text
+			}
+			if v.Model != "m2" || text != c.text || v.Stop != c.stop {
+				t.Fatalf("%s: want model m2, text %q, stop_reason %s", out, c.text, c.stop)
+			}
+		})
+	}
+}
+
 // A chat answer passes to a chat client member for member, also when a
 // choice or its message has more members than the walk keeps on the stack.
 func TestResponsePassManyMembers(t *testing.T) {
