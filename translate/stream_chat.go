@@ -391,6 +391,9 @@ func (s *Stream) passChoice(a *walk, pv *chunkRead) bool {
 	}
 	a.leave(&e)
 	cs := s.choice(idx)
+	// A delta that calls tools makes the choice's "stop" "tool_calls",
+	// also when finish_reason comes before it (llama.cpp's order).
+	tools := cs != nil && (cs.tools || s.callsTools())
 	changed := false
 	s.encRaw("{")
 	for i := range s.kv {
@@ -409,7 +412,7 @@ func (s *Stream) passChoice(a *walk, pv *chunkRead) bool {
 			if s.passDelta(cs, s.dkv[m.lo:m.hi], isStr(finish), x) {
 				changed = true
 			}
-		case k == "finish_reason" && cs != nil && cs.tools && strEq(v, "stop"):
+		case k == "finish_reason" && tools && strEq(v, "stop"):
 			s.encMember(k, toolCallsFinish)
 			if c != nil {
 				c.finish = toolCallsFinish
@@ -439,6 +442,22 @@ func (s *Stream) passChoice(a *walk, pv *chunkRead) bool {
 }
 
 const toolCallsFinish = `"tool_calls"`
+
+// callsTools reports whether a delta among the choice's members (s.kv) has
+// tool calls, as passDelta counts them.
+func (s *Stream) callsTools() bool {
+	for _, m := range s.kv {
+		if m.k != "delta" || !isObj(m.v) {
+			continue
+		}
+		for _, d := range s.dkv[m.lo:m.hi] {
+			if d.k == "tool_calls" && !isNull(d.v) {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // viewMember records a choice's member in the view, as choiceRead.read
 // would; passDelta fills in the delta's members. A delta passDelta does not

@@ -155,6 +155,30 @@ func TestStreamPassThroughRewriteIsJSON(t *testing.T) {
 	}
 }
 
+// A choice that calls tools and says "stop" reaches a chat client as
+// "tool_calls", whichever of its members comes first: llama.cpp's server
+// writes finish_reason before delta.
+func TestStreamPassThroughToolsFinishAnyOrder(t *testing.T) {
+	cfg := &Config{Upstream: Chat}
+	const call = `"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]}`
+	for _, choice := range []string{
+		`{"index":0,` + call + `,"finish_reason":"stop"}`,
+		`{"finish_reason":"stop","index":0,` + call + `}`,
+	} {
+		s := NewStream(Chat, Chat, Request{Stream: true}, cfg)
+		out := s.Close(s.Write(nil, []byte(`data: {"choices":[`+choice+`]}`+"\n\ndata: [DONE]\n\n")))
+		var finish []string
+		for _, e := range parseSSE(t, out) {
+			if f := gjson.Get(e.Data, "choices.0.finish_reason"); f.Type == gjson.String {
+				finish = append(finish, f.String())
+			}
+		}
+		if len(finish) != 1 || finish[0] != "tool_calls" {
+			t.Errorf("%s: finish reasons %q, want [tool_calls]\n%s", choice, finish, out)
+		}
+	}
+}
+
 // Events are validated as they are read, after their line breaks are
 // blanked; an event split over data lines, whose line break falls inside a
 // string, is not JSON, so it is still checked before they are blanked.
