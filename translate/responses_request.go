@@ -28,6 +28,7 @@ package translate
 
 import (
 	"encoding/base64"
+	"slices"
 	"strings"
 	"unsafe"
 )
@@ -757,10 +758,8 @@ func (in *inputItems) place(dst []byte, mark int, model, instructions string) []
 	if instr != "" {
 		front += len(sysOpen) + len(instr) + len(tail)
 	}
-	size := front + msgs - skip
-	if grow := mark + size - in.end; grow > 0 {
-		dst = append(dst[:in.end], make([]byte, grow)...)
-	}
+	size := front + msgs - skip // the front is longer than what it replaces
+	dst = slices.Grow(dst[:in.end], mark+size-in.end)[:mark+size]
 	copy(dst[mark+front:], dst[mark+1+skip:in.end])
 	f := append(dst[:mark], `{"model":`...)
 	f = append(f, model...)
