@@ -12,18 +12,6 @@ type chatTop struct {
 	id, model, created, choices, usage, err string
 }
 
-func (t *chatTop) read(s string) {
-	*t = chatTop{}
-	it, _ := objIter(s)
-	for {
-		k, v, ok := it.next()
-		if !ok {
-			return
-		}
-		t.set(k, v)
-	}
-}
-
 // set records the chunk's top-level member k.
 func (t *chatTop) set(k, v string) {
 	switch k {

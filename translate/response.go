@@ -121,20 +121,6 @@ func (a *answer) finalStop() stopReason {
 	return r
 }
 
-// readChatMessage gathers a chat choice's message.
-func (a *answer) readChatMessage(m string) (calls string) {
-	var r chatMessageReader
-	it, _ := objIter(m)
-	for {
-		k, v, ok := it.next()
-		if !ok {
-			break
-		}
-		r.member(a, k, v)
-	}
-	return r.finish(a)
-}
-
 // chatMessageReader gathers a chat message into an answer, member by member.
 type chatMessageReader struct{ rc, rs, calls string }
 

@@ -3,6 +3,19 @@ package translate
 // The chunk readers as they were before the one-pass walk (stream_walk.go),
 // kept as the reference for FuzzStreamChunkReaders.
 
+// read is chatTop's reader as it was: each member found whole.
+func (t *chatTop) read(s string) {
+	*t = chatTop{}
+	it, _ := objIter(s)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			return
+		}
+		t.set(k, v)
+	}
+}
+
 func (s *Stream) chatChunkOld(d string) {
 	var t chatTop
 	t.read(d)
