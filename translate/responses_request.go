@@ -684,23 +684,18 @@ type inputWriter struct {
 // appendStringInput writes the chat messages for instructions and an input
 // that is a string.
 func appendStringInput(dst []byte, input, instructions string) []byte {
-	first := true
-	dst = append(dst, sysOpen...)
+	w := inputWriter{dst: append(dst, sysOpen...), sysMark: len(dst), sysFirst: true, lead: true}
 	if isStr(instructions) {
-		dst = appendJoinedInner(dst, instructions, `\n\n`, &first)
+		w.dst = appendJoinedInner(w.dst, instructions, `\n\n`, &w.sysFirst)
 	}
-	if first {
-		dst = dst[:len(dst)-len(sysOpen)]
-	} else {
-		dst = append(dst, `"}`...)
-	}
+	w.endLead()
 	if !emptyStr(input) {
-		dst = sep(dst)
-		dst = append(dst, `{"role":"user","content":`...)
-		dst = append(dst, input...)
-		dst = append(dst, '}')
+		w.dst = sep(w.dst)
+		w.dst = append(w.dst, `{"role":"user","content":`...)
+		w.dst = append(w.dst, input...)
+		w.dst = append(w.dst, '}')
 	}
-	return dst
+	return w.dst
 }
 
 // sysOpen opens a system message; its text follows.
@@ -761,6 +756,8 @@ func (in *inputItems) place(dst []byte, mark int, model, instructions string) []
 	size := front + msgs - skip // the front is longer than what it replaces
 	dst = slices.Grow(dst[:in.end], mark+size-in.end)[:mark+size]
 	copy(dst[mark+front:], dst[mark+1+skip:in.end])
+	// The front goes into the room the move left (no growth: the capacity
+	// is there).
 	f := append(dst[:mark], `{"model":`...)
 	f = append(f, model...)
 	f = append(f, `,"messages":[`...)

@@ -391,9 +391,6 @@ func (s *Stream) passChoice(a *walk, pv *chunkRead) bool {
 	}
 	a.leave(&e)
 	cs := s.choice(idx)
-	// A delta that calls tools makes the choice's "stop" "tool_calls",
-	// also when finish_reason comes before it (llama.cpp's order).
-	tools := cs != nil && (cs.tools || s.callsTools())
 	changed := false
 	s.encRaw("{")
 	for i := range s.kv {
@@ -412,7 +409,9 @@ func (s *Stream) passChoice(a *walk, pv *chunkRead) bool {
 			if s.passDelta(cs, s.dkv[m.lo:m.hi], isStr(finish), x) {
 				changed = true
 			}
-		case k == "finish_reason" && tools && strEq(v, "stop"):
+		// A delta that calls tools makes the choice's "stop" "tool_calls",
+		// also when finish_reason comes before it (llama.cpp's order).
+		case k == "finish_reason" && cs != nil && strEq(v, "stop") && (cs.tools || s.callsTools()):
 			s.encMember(k, toolCallsFinish)
 			if c != nil {
 				c.finish = toolCallsFinish
