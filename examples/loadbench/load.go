@@ -29,6 +29,9 @@ type variant struct {
 	body   []byte
 	header http.Header
 	stream bool
+	// long: a stream longFactor times as long (lengthHeader), run only for
+	// its cost per chunk.
+	long bool
 	// gapHeader, for streams, asks the upstream to pause after the first
 	// chunk: the concurrency-1 pass uses it to time the first byte alone.
 	gapHeader http.Header
@@ -102,7 +105,23 @@ const (
 	vDirectStream = "upstream direct stream"
 	vProxy        = "reverse_proxy"
 	vProxyStream  = "reverse_proxy stream"
+	vDirectLong   = "upstream direct long stream"
+	vProxyLong    = "reverse_proxy long stream"
 )
+
+// longName is the name of the long-stream variant of the stream variant
+// name: its added CPU beyond name's, over the extra chunks, is the cost of
+// a chunk without what a stream costs once.
+func longName(name string) string { return strings.Replace(name, " stream", " long stream", 1) }
+
+// long returns v as a long stream (lengthHeader), compared with base.
+func long(v *variant, base string, check func([]byte) error) *variant {
+	l := *v
+	l.name, l.base, l.target, l.long, l.check = longName(v.name), base, false, true, check
+	l.header = v.header.Clone()
+	l.header.Set(lengthHeader, "long")
+	return &l
+}
 
 func chatHeader(key string) http.Header {
 	h := http.Header{"Content-Type": {"application/json"}}
@@ -139,6 +158,19 @@ func variants(up *upstream, c *caddyProc, k *keys, b bodies) []*variant {
 			&variant{name: "gate responses→chat stream " + key.label, url: c.gateURL + responsesPath, body: b.responsesStream,
 				header: chatHeader(key.key), stream: true, base: vProxyStream, caddy: true, target: true, check: checkResponsesStream(up.chunks)},
 		)
+	}
+	// Long streams, for the cost of a chunk alone. One key is enough: the
+	// key is handled once per request, not per chunk.
+	longChunks := up.chunks * longFactor
+	directLong := long(vs[1], "", checkChatStream(longChunks))
+	vs = append(vs, directLong, long(vs[3], vDirectLong, checkChatStream(longChunks)))
+	for _, v := range vs {
+		switch v.name {
+		case "gate messages→chat stream (key)":
+			vs = append(vs, long(v, vProxyLong, checkMessagesStream(longChunks)))
+		case "gate responses→chat stream (key)":
+			vs = append(vs, long(v, vProxyLong, checkResponsesStream(longChunks)))
+		}
 	}
 	// The gate alone, for telling its cost from the translator's.
 	vs = append(vs,
@@ -223,6 +255,7 @@ type sliceResult struct {
 	otherCPU         float64         // seconds, every other process on the machine
 	stealCPU         float64         // seconds the hypervisor ran someone else
 	mallocs, bytes   float64
+	reads, writes    float64 // Caddy's read and write system calls
 }
 
 func (r sliceResult) rps() float64 { return float64(r.requests) / r.elapsed.Seconds() }
@@ -375,6 +408,7 @@ func (l *loader) run(v *variant, conc int, d time.Duration, measure bool) (slice
 		// One scrape (the "after" one) happened inside the window.
 		res.mallocs = max(after.mallocs-before.mallocs-l.caddy.scrapeMallocs, 0)
 		res.bytes = max(after.bytes-before.bytes-l.caddy.scrapeBytes, 0)
+		res.reads, res.writes = after.reads-before.reads, after.writes-before.writes
 	}
 	return res, nil
 }

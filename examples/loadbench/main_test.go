@@ -35,6 +35,7 @@ func TestQuickRun(t *testing.T) {
 		"upstream direct", "reverse_proxy stream",
 		"gate chat→chat (key)", "gate messages→chat (combined key)", "gate messages→chat stream (combined key)",
 		"chunk flushing", "slow streams", "target", "(issue 15)",
+		"gate responses→chat long stream (key)", "once per stream µs", "writes/req",
 	} {
 		if !strings.Contains(report, want) {
 			t.Errorf("the report has no %q", want)

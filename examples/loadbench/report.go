@@ -17,6 +17,7 @@ type summary struct {
 	p50, p99         time.Duration
 	cpu, benchCPU    float64 // seconds per request
 	mallocs, bytes   float64 // per request
+	reads, writes    float64 // Caddy's system calls per request
 	c1p50, c1p99     time.Duration
 	c1ttfb           time.Duration // stream first byte at concurrency 1
 	requests, c1reqs int
@@ -41,6 +42,8 @@ func summarize(load, c1, baseLoad []sliceResult) summary {
 		s.benchCPU += r.benchCPU
 		s.mallocs += r.mallocs
 		s.bytes += r.bytes
+		s.reads += r.reads
+		s.writes += r.writes
 		lat = append(lat, r.latency...)
 		rates = append(rates, r.rps())
 	}
@@ -48,6 +51,7 @@ func summarize(load, c1, baseLoad []sliceResult) summary {
 		n := float64(s.requests)
 		s.rps = n / elapsed.Seconds()
 		s.cpu, s.benchCPU, s.mallocs, s.bytes = s.cpu/n, s.benchCPU/n, s.mallocs/n, s.bytes/n
+		s.reads, s.writes = s.reads/n, s.writes/n
 	}
 	if len(rates) > 1 {
 		var mean, sq float64
@@ -153,26 +157,31 @@ func report(w io.Writer, out *outcome) {
 
 	if o.rounds > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "%d clients\treq/s\t±%%\t×base\tp50 µs\tp99 µs\tCaddy CPU µs/req\t×base\t+base\tallocs/req\t+base\tKB/req\tclient+upstream CPU µs/req\t\n", o.conc)
+		fmt.Fprintf(tw, "%d clients\treq/s\t±%%\t×base\tp50 µs\tp99 µs\tCaddy CPU µs/req\t×base\t+base\tallocs/req\t+base\tKB/req\treads/req\twrites/req\tclient+upstream CPU µs/req\t\n", o.conc)
 		for _, v := range out.vs {
 			s, b := sums[v.name], sums[v.base]
-			cpu, added, allocs, addedAllocs, kb := "-", "-", "-", "-", "-"
+			cpu, added, allocs, addedAllocs, kb, reads, writes := "-", "-", "-", "-", "-", "-", "-"
 			if v.caddy {
 				cpu = fmt.Sprintf("%.0f", s.cpu*1e6)
 				allocs = fmt.Sprintf("%.0f", s.mallocs)
 				kb = fmt.Sprintf("%.1f", s.bytes/1024)
-				if sums[v.base].requests > 0 && v.base != vDirect && v.base != vDirectStream {
+				if s.reads > 0 || s.writes > 0 {
+					reads, writes = fmt.Sprintf("%.1f", s.reads), fmt.Sprintf("%.1f", s.writes)
+				}
+				if sums[v.base].requests > 0 && v.base != vDirect && v.base != vDirectStream && v.base != vDirectLong {
 					added = fmt.Sprintf("%+.1f", s.cpuAdded*1e6)
 					addedAllocs = fmt.Sprintf("%+.0f", s.mallocs-b.mallocs)
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t\n", v.name, s.rps, s.rpsCV*100, ratio(s.rpsRatio),
-				us(s.p50), us(s.p99), cpu, ratio(s.cpuRatio), added, allocs, addedAllocs, kb, s.benchCPU*1e6)
+			fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t\n", v.name, s.rps, s.rpsCV*100, ratio(s.rpsRatio),
+				us(s.p50), us(s.p99), cpu, ratio(s.cpuRatio), added, allocs, addedAllocs, kb, reads, writes, s.benchCPU*1e6)
 		}
 		tw.Flush()
 		fmt.Fprintln(w, "±%: variation of req/s between rounds; ×base: median over the rounds of the ratio to the base variant in the same round;")
-		fmt.Fprintln(w, "CPU +base: median over the rounds of the Caddy CPU µs per request added to the base's in the same round; allocs +base: over the whole run")
+		fmt.Fprintln(w, "CPU +base: median over the rounds of the Caddy CPU µs per request added to the base's in the same round; allocs +base: over the whole run;")
+		fmt.Fprintln(w, "reads, writes: Caddy's read and write system calls per request (/proc/<pid>/io), to the client and to the upstream, a few µs each on loopback")
 		fmt.Fprintln(w)
+		reportStreamCosts(w, out, sums)
 
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "1 client\trequests\tp50 µs\t+base\tp99 µs\tfirst byte p50 µs\t+base\t\n")
@@ -271,12 +280,8 @@ func rowTargets(out *outcome, sums map[string]summary) []target {
 		if v.stream {
 			d := s.c1ttfb - b.c1ttfb
 			t = append(t, target{"added first-byte p50 ≤ 50 µs (issue 6): " + v.name, signedUS(d) + " µs", d <= 50*time.Microsecond})
-			// The CPU a stream adds beyond what the same request adds
-			// without streaming, spread over the upstream's chunks (role,
-			// tokens, finish, usage).
-			if plain, ok := sums[strings.Replace(v.name, " stream", "", 1)]; ok && plain.requests > 0 {
-				per := (s.cpuAdded - plain.cpuAdded) * 1e6 / float64(o.chunks+3)
-				t = append(t, target{"added Caddy CPU per streamed chunk ≤ 1 µs (issue 15): " + v.name, fmt.Sprintf("%.2f µs", per), per <= 1})
+			if c, ok := chunkCost(out, sums, v); ok {
+				t = append(t, target{"added Caddy CPU per streamed chunk ≤ 1 µs (issue 15): " + v.name, fmt.Sprintf("%.2f µs", c.perChunk), c.perChunk <= 1})
 			}
 			continue
 		}
@@ -291,6 +296,56 @@ func rowTargets(out *outcome, sums map[string]summary) []target {
 		}
 	}
 	return t
+}
+
+// streamCost is what a streamed variant adds to the bare proxy's stream:
+// per chunk, and once per stream beyond what the same request adds
+// unstreamed.
+type streamCost struct {
+	perChunk, once float64 // µs
+}
+
+// chunkCost measures v's cost per chunk as what its long stream adds beyond
+// it (each against the bare proxy's stream of the same length), over the
+// extra chunks. That leaves out what a stream costs once (its first and
+// last events, a write or two more or fewer than the bare proxy's), which
+// spreading a stream's whole added cost over its chunks would count in.
+func chunkCost(out *outcome, sums map[string]summary, v *variant) (streamCost, bool) {
+	o := out.opts
+	s, l := sums[v.name], sums[longName(v.name)]
+	if l.requests == 0 || s.requests == 0 {
+		return streamCost{}, false
+	}
+	c := streamCost{perChunk: (l.cpuAdded - s.cpuAdded) * 1e6 / float64(o.chunks*(longFactor-1))}
+	if plain := sums[strings.Replace(v.name, " stream", "", 1)]; plain.requests > 0 {
+		c.once = (s.cpuAdded-plain.cpuAdded)*1e6 - c.perChunk*float64(o.chunks)
+	}
+	return c, true
+}
+
+// reportStreamCosts splits what each measured stream variant adds into a
+// cost per chunk and a cost once per stream.
+func reportStreamCosts(w io.Writer, out *outcome, sums map[string]summary) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	rows := 0
+	for _, v := range out.vs {
+		c, ok := chunkCost(out, sums, v)
+		if v.base != vProxyStream || !ok {
+			continue
+		}
+		if rows == 0 {
+			fmt.Fprintf(tw, "streams: Caddy CPU added	per chunk µs	once per stream µs	\n")
+		}
+		rows++
+		fmt.Fprintf(tw, "%s	%.2f	%+.1f	\n", v.name, c.perChunk, c.once)
+	}
+	if rows == 0 {
+		return
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "per chunk: what the long stream (%d× the chunks) adds beyond the stream, each against reverse_proxy's stream of its length, over the extra chunks;\n", longFactor)
+	fmt.Fprintln(w, "once per stream: the rest of what the stream adds beyond the same request unstreamed (first and last events, writes)")
+	fmt.Fprintln(w)
 }
 
 // cpuTarget is issue 15's bound on a translated row's Caddy CPU per request,

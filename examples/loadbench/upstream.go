@@ -28,7 +28,14 @@ const (
 	// records when each was flushed; "slow" sends a token a second until the
 	// client leaves; "gap" pauses firstChunkGap after the first chunk.
 	modeHeader = "X-Bench-Mode"
+	// lengthHeader "long" makes a stream longFactor times as many token
+	// chunks long: a stream's cost per chunk is what a long stream costs
+	// beyond a short one, apart from what any stream costs once.
+	lengthHeader = "X-Bench-Length"
 )
+
+// longFactor is how many times longer a "long" stream is.
+const longFactor = 5
 
 // firstChunkGap is how long a "gap" stream waits after its first chunk, as a
 // model does between tokens. Without it, an instant upstream writes the whole
@@ -43,8 +50,9 @@ type upstream struct {
 	lean       bool     // a short non-streaming answer (leanWords tokens)
 	completion []byte   // the non-streaming answer
 	head       [][]byte // role chunk
-	tokens     [][]byte // one chunk per token
+	tokens     [][]byte // one chunk per token, enough for a long stream
 	tail       [][]byte // finish, usage, [DONE]
+	longTail   [][]byte // the same for a long stream
 
 	srv *http.Server
 	url string
@@ -91,19 +99,24 @@ func (u *upstream) build() {
 	const id = `"id":"chatcmpl-5f0c1b7e9a2d4c3b8e6f","object":"chat.completion.chunk","created":1767225600,"model":"` + benchModel + `"`
 	u.head = [][]byte{[]byte(`data: {` + id + `,"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}` + "\n\n")}
 	var text bytes.Buffer
-	for i := range u.chunks {
+	for i := range u.chunks * longFactor {
 		w := words[i%len(words)]
-		text.WriteString(w)
+		if i < u.chunks {
+			text.WriteString(w)
+		}
 		u.tokens = append(u.tokens, []byte(`data: {`+id+`,"choices":[{"index":0,"delta":{"content":`+strconv.Quote(w)+`},"logprobs":null,"finish_reason":null}]}`+"\n\n"))
 	}
 	usage := func(n int) string {
 		return `{"prompt_tokens":31,"total_tokens":` + strconv.Itoa(31+n) + `,"completion_tokens":` + strconv.Itoa(n) + `}`
 	}
-	u.tail = [][]byte{
-		[]byte(`data: {` + id + `,"choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"stop","stop_reason":null}]}` + "\n\n"),
-		[]byte(`data: {` + id + `,"choices":[],"usage":` + usage(u.chunks) + `}` + "\n\n"),
-		[]byte("data: [DONE]\n\n"),
+	tail := func(n int) [][]byte {
+		return [][]byte{
+			[]byte(`data: {` + id + `,"choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"stop","stop_reason":null}]}` + "\n\n"),
+			[]byte(`data: {` + id + `,"choices":[],"usage":` + usage(n) + `}` + "\n\n"),
+			[]byte("data: [DONE]\n\n"),
+		}
 	}
+	u.tail, u.longTail = tail(u.chunks), tail(u.chunks*longFactor)
 	answer, n := text.String(), u.chunks
 	if u.lean {
 		answer, n = strings.Join(words[:leanWords], ""), leanWords
@@ -153,10 +166,14 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	tokens, tail := u.tokens[:u.chunks], u.tail
+	if r.Header.Get(lengthHeader) == "long" {
+		tokens, tail = u.tokens, u.longTail
+	}
 	switch r.Header.Get(modeHeader) {
 	case "gap":
 		time.Sleep(firstChunkGap)
-		for _, b := range u.tokens {
+		for _, b := range tokens {
 			if !send(b) {
 				return
 			}
@@ -166,13 +183,13 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "slow":
 		u.slow(r.Context(), send)
 	default:
-		for _, b := range u.tokens {
+		for _, b := range tokens {
 			if !send(b) {
 				return
 			}
 		}
 	}
-	for _, b := range u.tail {
+	for _, b := range tail {
 		if !send(b) {
 			return
 		}
