@@ -23,6 +23,18 @@ func seedFiles(f *testing.F, pattern string) {
 	}
 }
 
+// writeInPieces writes in to s split bytes at a time, then closes it, and
+// returns what the client got.
+func writeInPieces(s *Stream, in []byte, split int) []byte {
+	var out []byte
+	for p := in; len(p) > 0; {
+		n := min(split, len(p))
+		out = s.Write(out, p[:n])
+		p = p[n:]
+	}
+	return s.Close(out)
+}
+
 var fuzzConfigs = []Config{
 	{Upstream: Chat},
 	{Upstream: Chat, Reasoning: DialectChatTemplateKwargs},
@@ -105,13 +117,7 @@ func FuzzStream(f *testing.F) {
 		reasoning := b&4 != 0
 		cfg := &Config{Upstream: up, ThinkPrefilled: reasoning}
 		s := NewStream(client, up, Request{Stream: true, IncludeUsage: true, Reasoning: reasoning}, cfg)
-		var out []byte
-		for p := in; len(p) > 0; {
-			n := min(split, len(p))
-			out = s.Write(out, p[:n])
-			p = p[n:]
-		}
-		out = s.Close(out)
+		out := writeInPieces(s, in, split)
 		if !s.Done() {
 			t.Fatalf("stream not done after Close")
 		}

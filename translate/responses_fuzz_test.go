@@ -2,6 +2,8 @@ package translate
 
 import (
 	"encoding/json"
+	"regexp"
+	"slices"
 	"testing"
 )
 
@@ -60,13 +62,7 @@ func FuzzResponsesStream(f *testing.F) {
 		cfg := &Config{Upstream: up, ThinkPrefilled: reasoning}
 		req := Request{Stream: true, Reasoning: reasoning, resp: respOptions{encrypted: b&2 != 0, namespaces: "n\x00"}}
 		s := NewStream(Responses, up, req, cfg)
-		var out []byte
-		for p := in; len(p) > 0; {
-			n := min(split, len(p))
-			out = s.Write(out, p[:n])
-			p = p[n:]
-		}
-		out = s.Close(out)
+		out := writeInPieces(s, in, split)
 		if !s.Done() {
 			t.Fatalf("stream not done after Close")
 		}
@@ -92,6 +88,58 @@ func FuzzResponsesResponse(f *testing.F) {
 			if !json.Valid(out) {
 				t.Fatalf("<- %v: not JSON\nin:  %s\nout: %s", up, body, out)
 			}
+		}
+	})
+}
+
+// FuzzResponsesStreamViews: a Responses client's stream from a chat
+// upstream, which reads each chunk directly into its view where it can
+// (viewChunk), writes the events and counts the usage that passing every
+// chunk through passChunk does, for any upstream bytes split anywhere.
+func FuzzResponsesStreamViews(f *testing.F) {
+	seedFiles(f, "streams/*.sse")
+	for _, c := range [][]byte{chatContentChunk, chatReasoningChunk, chatToolChunk, chatThinkTagChunk} {
+		f.Add(slices.Concat(c, c, []byte("data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2}}\n\ndata: [DONE]\n\n")))
+	}
+	for _, d := range []string{
+		// Given twice: choices, usage, error; a choice's delta; tool_calls.
+		`{"choices":[{"delta":{"content":"a"}}],"choices":[{"delta":{"content":"b"}}]}`,
+		`{"choices":[],"usage":{"prompt_tokens":1},"usage":{"completion_tokens":2}}`,
+		`{"error":null,"error":{"message":"x"},"choices":[]}`,
+		`{"choices":[{"delta":{"reasoning":"r"},"delta":{"content":"<think>c"}}]}`,
+		`{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}],"tool_calls":[{"index":0}]}}]}`,
+		// A finish before the delta that calls tools; another choice.
+		`{"choices":[{"finish_reason":"stop","delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"f","arguments":"{}"}}]}}]}`,
+		`{"choices":[{"index":1,"delta":{"content":"other"}},{"index":0,"delta":{"content":"mine"}}]}`,
+		`{"choices":[{"index":"0","delta":{"content":"<think>r</think>t"},"finish_reason":"length"}]}`,
+		`{"choices":[{"delta":{"content":"<thi"}}]}` + "\n\ndata: " + `{"choices":[{"finish_reason":"stop"}]}`,
+		`{"choices":[7,null,{"message":{"content":"m"},"finish_reason":"stop"}],"usage":null}`,
+	} {
+		f.Add([]byte("data: " + d + "\n\ndata: [DONE]\n\n"))
+	}
+	ids := regexp.MustCompile(`[0-9A-Za-z]{24}`) // made up at random on each side
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var b byte
+		if len(in) > 0 {
+			b = in[0]
+		}
+		split := 1 + int(b>>3)%32
+		reasoning := b&4 != 0
+		cfg := &Config{Upstream: Chat, ThinkPrefilled: reasoning}
+		req := Request{Stream: true, Reasoning: reasoning, resp: respOptions{encrypted: b&2 != 0}}
+		run := func(direct bool) (string, [4]int64) {
+			directViews = direct
+			defer func() { directViews = true }()
+			s := NewStream(Responses, Chat, req, cfg)
+			out := writeInPieces(s, in, split)
+			var u [4]int64
+			u[0], u[1], u[2], u[3] = s.Usage()
+			return ids.ReplaceAllString(string(out), "…"), u
+		}
+		got, gotUsage := run(true)
+		want, wantUsage := run(false)
+		if got != want || gotUsage != wantUsage {
+			t.Fatalf("in:\n%q\nread directly: usage %v\n%s\npassed: usage %v\n%s", in, gotUsage, got, wantUsage, want)
 		}
 	})
 }

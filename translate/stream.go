@@ -315,7 +315,9 @@ func (s *Stream) dispatch() {
 	}
 	switch {
 	case s.upstream == Chat && s.client == Chat:
-		s.passChunk(d)
+		if !s.keepView || !directViews || !s.viewChunk(d) {
+			s.passChunk(d)
+		}
 	case s.upstream == Chat:
 		s.chatChunk(d)
 	default:

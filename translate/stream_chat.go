@@ -201,25 +201,38 @@ func (s *Stream) passChunk(d string) {
 		if !anyChoice && !s.req.IncludeUsage {
 			return
 		}
-		s.sawChatUsageChunk = true
-		at := len(s.vals)
-		s.vals = s.u.appendChat(s.vals, s.u.reasoningTokens(s.reasonBytes, s.otherBytes))
-		usage := b2s(s.vals[at:])
+		usage := s.passUsage()
 		s.encMember("usage", usage)
 		if pv != nil {
 			pv.top.usage = usage
 		}
 	}
-	s.out = append(s.out, "data: "...)
 	if changed && !s.keepView {
+		s.out = append(s.out, "data: "...)
 		s.out = append(s.out, s.enc...)
-		s.out = append(s.out, '}')
-	} else {
-		if pv != nil {
-			s.holdView(len(s.out), len(s.out)+len(d))
-		}
-		s.out = append(s.out, d...)
+		s.out = append(s.out, "}\n\n"...)
+		return
 	}
+	s.passAsIs(d, pv)
+}
+
+// passUsage returns the usage a chat client gets in the usage chunk: the
+// upstream's, completed with zeros and the reasoning estimate (in s.vals).
+func (s *Stream) passUsage() string {
+	s.sawChatUsageChunk = true
+	at := len(s.vals)
+	s.vals = s.u.appendChat(s.vals, s.u.reasoningTokens(s.reasonBytes, s.otherBytes))
+	return b2s(s.vals[at:])
+}
+
+// passAsIs passes the chunk d as the upstream sent it, and keeps its view
+// pv (nil: none).
+func (s *Stream) passAsIs(d string, pv *chunkRead) {
+	s.out = append(s.out, "data: "...)
+	if pv != nil {
+		s.holdView(len(s.out), len(s.out)+len(d))
+	}
+	s.out = append(s.out, d...)
 	s.out = append(s.out, "\n\n"...)
 }
 
@@ -482,7 +495,6 @@ func viewMember(c *choiceRead, k, v string) {
 // when not nil, gets the delta's members as the rewrite has them.
 func (s *Stream) passDelta(cs *choiceState, members []rawMember, last bool, x *chunkDelta) bool {
 	var content, rc, rs string
-	changed := false
 	s.encRaw("{")
 	if x != nil {
 		*x = chunkDelta{}
@@ -503,13 +515,41 @@ func (s *Stream) passDelta(cs *choiceState, members []rawMember, last bool, x *c
 			rs = v
 			continue
 		case "tool_calls":
-			if !isNull(v) {
-				cs.tools = true
-				s.otherBytes += argBytes(v)
-			}
+			s.countToolCalls(cs, v)
 		}
 		s.encMember(k, v)
 	}
+	rcOut, contentOut, changed := s.normalizeDelta(cs, content, rc, rs, last)
+	if rcOut != "" {
+		s.encMember("reasoning_content", rcOut)
+	}
+	if contentOut != "" {
+		s.encMember("content", contentOut)
+	}
+	s.encRaw("}")
+	if x != nil {
+		x.reasoningContent, x.reasoning, x.content = rcOut, "", contentOut
+	}
+	return changed
+}
+
+// countToolCalls notes a delta's tool_calls member v: the choice calls
+// tools, and their arguments count towards the output that is not
+// reasoning.
+func (s *Stream) countToolCalls(cs *choiceState, v string) {
+	if !isNull(v) {
+		cs.tools = true
+		s.otherBytes += argBytes(v)
+	}
+}
+
+// normalizeDelta works out a delta's reasoning and text as a chat client
+// gets them, from its content, reasoning_content and reasoning members (""
+// when absent): reasoning in reasoning_content, inline <think> split out
+// of content. It returns the values of the two members ("" for none) and
+// whether they differ from the upstream's; a value made here is in s.vals,
+// where a view may point.
+func (s *Stream) normalizeDelta(cs *choiceState, content, rc, rs string, last bool) (rcOut, contentOut string, changed bool) {
 	reasoning := ""
 	switch {
 	case isStr(rc) && !emptyStr(rc):
@@ -536,9 +576,6 @@ func (s *Stream) passDelta(cs *choiceState, members []rawMember, last bool, x *c
 		cs.think.flush(&s.rbuf, &s.tbuf)
 		changed = true
 	}
-	// What the rewrite holds for the reasoning and the text: a value made
-	// here goes into s.vals, where a view may point.
-	var rcOut, contentOut string
 	if reasoning != "" || len(s.rbuf) > 0 {
 		at := len(s.vals)
 		s.vals = append(s.vals, '"')
@@ -562,17 +599,7 @@ func (s *Stream) passDelta(cs *choiceState, members []rawMember, last bool, x *c
 	default:
 		contentOut = content
 	}
-	if rcOut != "" {
-		s.encMember("reasoning_content", rcOut)
-	}
-	if contentOut != "" {
-		s.encMember("content", contentOut)
-	}
-	s.encRaw("}")
-	if x != nil {
-		x.reasoningContent, x.reasoning, x.content = rcOut, "", contentOut
-	}
-	return changed
+	return rcOut, contentOut, changed
 }
 
 // passDone ends a chat pass-through at the upstream's [DONE].

@@ -117,6 +117,11 @@ func FuzzStreamChunkReaders(f *testing.F) {
 	}
 	f.Add(`{"choices":[{"index":1,"delta":{"content":"x"}},{"delta":{"reasoning":"r"},"message":{"content":"m"},"finish_reason":"stop"}],"choices":[]}`)
 	f.Add(`{"choices":[7,[],{"index":0,"delta":"x","finish_reason":"length"}],"usage":{"prompt_tokens":3}}`)
+	// Read directly into a view, or left to passChunk (stream_view.go).
+	f.Add(`{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]},"finish_reason":"stop"}]}`)
+	f.Add(`{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}],"tool_calls":[{"index":0}]}}]}`)
+	f.Add(`{"choices":[{"delta":{"content":"a"},"delta":{"reasoning":"b"}}],"usage":{"prompt_tokens":1},"usage":{"completion_tokens":2}}`)
+	f.Add(`{"error":null,"choices":[{"index":"0","delta":{"content":"<think>r</think>t"},"finish_reason":"length"}],"error":{"message":"x"}}`)
 	f.Fuzz(func(t *testing.T, d string) {
 		d = trimJSON(d)
 		if !isObj(d) || !validEvent(d) {
@@ -141,10 +146,12 @@ func FuzzStreamChunkReaders(f *testing.F) {
 			// v is a pass-through that feeds a Responses writer: it writes
 			// no rewrite, and its view of each chunk must be what the
 			// Responses writer would read of the chunk a chat client gets.
-			var v *Stream
+			// dv reads the chunk into its view directly where it can
+			// (viewChunk): its view and state must be v's.
+			var v, dv *Stream
 			if r.client == Chat {
-				v = primed(Chat, Chat, r.primer)
-				v.keepView = true
+				v, dv = primed(Chat, Chat, r.primer), primed(Chat, Chat, r.primer)
+				v.keepView, dv.keepView = true, true
 			}
 			// Twice: the second read sees the first's state.
 			for i := 0; i < 2; i++ {
@@ -159,9 +166,14 @@ func FuzzStreamChunkReaders(f *testing.F) {
 					t.Fatalf("%s, read %d of %s:\nnew %v\nold %v", r.name, i+1, d, got, want)
 				}
 				if v != nil && !v.done {
-					v.out = nil
+					v.out, dv.out = nil, nil
 					v.takeViews()
+					dv.takeViews()
 					v.passChunk(d)
+					if !dv.viewChunk(d) {
+						dv.passChunk(d)
+					}
+					checkDirectView(t, r.name, d, dv, v)
 					checkView(t, r.name, d, v, a)
 				}
 			}
@@ -193,6 +205,24 @@ func checkView(t *testing.T, name, d string, v, a *Stream) {
 	a.out, v.out = nil, nil // the outputs differ: one chunk is the rewrite, the other the upstream's
 	if got, want := chunkState(v), chunkState(a); !reflect.DeepEqual(got, want) {
 		t.Fatalf("%s: state after %s:\nview %v\nchat %v", name, d, got, want)
+	}
+}
+
+// checkDirectView compares what dv, a pass-through for a Responses writer
+// that read the chunk d into its view directly where it could, left with
+// what v, which passed it with passChunk, left: views, output and state.
+func checkDirectView(t *testing.T, name, d string, dv, v *Stream) {
+	t.Helper()
+	if len(dv.views) != len(v.views) {
+		t.Fatalf("%s: %d views of %s read directly, %d passed", name, len(dv.views), d, len(v.views))
+	}
+	for i := range v.views {
+		if got, want := respReading(&dv.views[i].r), respReading(&v.views[i].r); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: view of %s\nread directly %q\npassed        %q", name, d, got, want)
+		}
+	}
+	if got, want := chunkState(dv), chunkState(v); !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s: state after %s:\nread directly %v\npassed        %v", name, d, got, want)
 	}
 }
 
