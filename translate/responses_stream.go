@@ -44,6 +44,7 @@ type respItem struct {
 	key    int    // a call's tool_calls index
 	out    int    // output_index; -1 until added
 	text   []byte // escaped string content: the reasoning, the text or the arguments
+	head   []byte // a text delta event up to its delta, the same for each (respText)
 	callID []byte // raw literal
 	name   []byte // escaped, as the upstream called it (flattened)
 	status string // set when done
@@ -299,7 +300,7 @@ func (s *Stream) respAdd(k respItemKind) int {
 func (x *respStream) newItem(k respItemKind) int {
 	var it *respItem
 	x.items, it = extend(x.items)
-	*it = respItem{kind: k, out: -1, text: it.text[:0], callID: it.callID[:0], name: it.name[:0]}
+	*it = respItem{kind: k, out: -1, text: it.text[:0], head: it.head[:0], callID: it.callID[:0], name: it.name[:0]}
 	return len(x.items) - 1
 }
 
@@ -405,16 +406,26 @@ func (s *Stream) respText(k respItemKind, lit string) {
 	}
 	it := &x.items[x.open]
 	it.text = append(it.text, inner(lit)...)
-	if k == riReasoning {
-		s.rEvent("response.reasoning_summary_text.delta")
-		s.rItemRef(x.open)
-		s.out = append(s.out, `,"summary_index":0,"delta":`...)
-		s.out = append(s.out, lit...)
+	// Every delta of an item is the same event up to its delta: the first
+	// one writes it, the others copy it.
+	if len(it.head) > 0 {
+		s.out = append(s.out, it.head...)
 	} else {
-		s.rEvent("response.output_text.delta")
-		s.rItemRef(x.open)
-		s.out = append(s.out, `,"content_index":0,"delta":`...)
-		s.out = append(s.out, lit...)
+		at := len(s.out)
+		if k == riReasoning {
+			s.rEvent("response.reasoning_summary_text.delta")
+			s.rItemRef(x.open)
+			s.out = append(s.out, `,"summary_index":0,"delta":`...)
+		} else {
+			s.rEvent("response.output_text.delta")
+			s.rItemRef(x.open)
+			s.out = append(s.out, `,"content_index":0,"delta":`...)
+		}
+		it = &x.items[x.open]
+		it.head = append(it.head, s.out[at:]...)
+	}
+	s.out = append(s.out, lit...)
+	if k == riMessage {
 		s.out = append(s.out, `,"logprobs":[]`...)
 	}
 	s.rEnd()
