@@ -10,9 +10,9 @@ package translate
 //
 // A chunk on which the two could differ is left to passChunk: one that is
 // not JSON or carries an error; one with a member passChunk acts on each
-// time it is given, given twice (choices, usage or error; a choice's delta;
-// a delta's tool_calls); or one with a choice the view drops (a numeric
-// index other than 0), whose state passChunk still keeps.
+// time it is given, given twice (choices or usage; a choice's delta; a
+// delta's tool_calls); or one with a choice the view drops (a numeric index
+// other than 0), whose state passChunk still keeps.
 
 // directViews lets tests send every chunk through passChunk instead, to
 // compare the two.
@@ -88,12 +88,15 @@ func (r *chunkRead) readPlain(d string) bool {
 			if r.top.choices != "" || !r.readPlainChoices(&w) {
 				return false
 			}
-		case "usage", "error":
-			v := w.value()
-			if (k == "usage" && r.top.usage != "") || (k == "error" && r.top.err != "") || (k == "error" && !isNull(v)) {
+		case "usage":
+			if r.top.usage != "" {
 				return false
 			}
-			r.top.set(k, v)
+			r.top.usage = w.value()
+		case "error":
+			if r.top.err = w.value(); !isNull(r.top.err) {
+				return false // passChunk reports it, wherever it stands
+			}
 		default:
 			r.top.set(k, w.value())
 		}
