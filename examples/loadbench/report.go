@@ -303,6 +303,7 @@ func rowTargets(out *outcome, sums map[string]summary) []target {
 // unstreamed.
 type streamCost struct {
 	perChunk, once float64 // µs
+	onceKnown      bool    // the same request unstreamed was run too
 }
 
 // chunkCost measures v's cost per chunk as what its long stream adds beyond
@@ -319,6 +320,7 @@ func chunkCost(out *outcome, sums map[string]summary, v *variant) (streamCost, b
 	c := streamCost{perChunk: (l.cpuAdded - s.cpuAdded) * 1e6 / float64(o.chunks*(longFactor-1))}
 	if plain := sums[strings.Replace(v.name, " stream", "", 1)]; plain.requests > 0 {
 		c.once = (s.cpuAdded-plain.cpuAdded)*1e6 - c.perChunk*float64(o.chunks)
+		c.onceKnown = true
 	}
 	return c, true
 }
@@ -334,10 +336,14 @@ func reportStreamCosts(w io.Writer, out *outcome, sums map[string]summary) {
 			continue
 		}
 		if rows == 0 {
-			fmt.Fprintf(tw, "streams: Caddy CPU added	per chunk µs	once per stream µs	\n")
+			fmt.Fprintf(tw, "streams: Caddy CPU added\tper chunk µs\tonce per stream µs\t\n")
 		}
 		rows++
-		fmt.Fprintf(tw, "%s	%.2f	%+.1f	\n", v.name, c.perChunk, c.once)
+		once := "-"
+		if c.onceKnown {
+			once = fmt.Sprintf("%+.1f", c.once)
+		}
+		fmt.Fprintf(tw, "%s\t%.2f\t%s\t\n", v.name, c.perChunk, once)
 	}
 	if rows == 0 {
 		return
