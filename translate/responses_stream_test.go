@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -329,5 +330,32 @@ func TestResponsesStreamAbortAndEmpty(t *testing.T) {
 	}
 	if in, out, _, _ := s.Usage(); in != 31 || out != 9 {
 		t.Errorf("Usage() = %d, %d", in, out)
+	}
+}
+
+// A text delta's event head is kept per output item (respItem.head); a
+// pooled Stream reused for another response must not send the first
+// response's item ids in the second's deltas.
+func TestResponsesStreamReuseDeltaItemIDs(t *testing.T) {
+	in := readFile(t, "testdata/streams/vllm_stop_sequence.sse")
+	s := NewStream(Responses, Chat, Request{Stream: true}, &Config{Upstream: Chat})
+	s.Close(s.Write(nil, in))
+	s.Reset(Responses, Chat, Request{Stream: true}, &Config{Upstream: Chat})
+	out := s.Close(s.Write(nil, bytes.ReplaceAll(in, []byte("chatcmpl-a71c"), []byte("chatcmpl-b82d"))))
+	var added string
+	deltas := 0
+	for _, e := range parseSSE(t, out) {
+		switch e.Event {
+		case "response.output_item.added":
+			added = gjson.Get(e.Data, "item.id").Str
+		case "response.output_text.delta":
+			deltas++
+			if id := gjson.Get(e.Data, "item_id").Str; id != added || !strings.Contains(id, "b82d") {
+				t.Fatalf("delta of item %q in the second response (its item: %q)\n%s", id, added, out)
+			}
+		}
+	}
+	if deltas == 0 {
+		t.Fatalf("no text deltas\n%s", out)
 	}
 }

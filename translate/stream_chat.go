@@ -479,8 +479,7 @@ func viewMember(c *choiceRead, k, v string) {
 	switch k {
 	case "delta":
 		c.delta = deltaRead{raw: v}
-		c.chunkChoice.delta = v
-		c.deltaOrMessage, c.fromMessage = v, false
+		c.tookDelta()
 	case "message":
 		mw := walk{s: v}
 		c.message.readValue(&mw)

@@ -313,8 +313,7 @@ func (c *choiceRead) read(e *walk) {
 		switch k {
 		case "delta":
 			c.delta.readValue(e)
-			c.chunkChoice.delta = c.delta.raw
-			c.deltaOrMessage, c.fromMessage = c.delta.raw, false
+			c.tookDelta()
 		case "message":
 			c.message.readValue(e)
 			c.deltaOrMessage, c.fromMessage = c.message.raw, true
@@ -322,6 +321,12 @@ func (c *choiceRead) read(e *walk) {
 			c.set(k, e.value())
 		}
 	}
+}
+
+// tookDelta records the delta just read into c.delta as the choice's.
+func (c *choiceRead) tookDelta() {
+	c.chunkChoice.delta = c.delta.raw
+	c.deltaOrMessage, c.fromMessage = c.delta.raw, false
 }
 
 // set records a member of a choice other than its delta or message.
