@@ -1,8 +1,9 @@
 package main
 
 // The Caddy under test: one process, built from ./cmd/caddy, serving the
-// bare reverse_proxy, the gate with translation, and the gate alone side by
-// side on loopback ports, and the
+// bare reverse_proxy, the gate with translation, the gate alone, and a
+// reverse_proxy that reads the whole body before forwarding it side by side
+// on loopback ports, and the
 // readings the benchmark takes from it (CPU time from /proc, allocations and
 // heap from the admin endpoint's /metrics).
 
@@ -40,6 +41,7 @@ type caddyProc struct {
 	proxyURL, gateURL string
 	gateOnlyURL       string // the gate without timeblock_translate
 	twinURL           string // a second bare proxy, for the noise between two identical sites
+	bufferedURL       string // a bare proxy that reads the whole body first, as the gate must
 	adminURL          string
 	pid               int
 	admin             *http.Client
@@ -69,14 +71,18 @@ const caddyfile = `{
 {MEMPOOL}	}
 }
 
+(transport) {
+	transport http {
+		keepalive 2m
+		keepalive_idle_conns 1024
+		keepalive_idle_conns_per_host 1024
+	}
+	flush_interval -1
+}
+
 (upstream) {
 	reverse_proxy {UPSTREAM} {
-		transport http {
-			keepalive 2m
-			keepalive_idle_conns 1024
-			keepalive_idle_conns_per_host 1024
-		}
-		flush_interval -1
+		import transport
 	}
 }
 
@@ -106,6 +112,19 @@ const caddyfile = `{
 		}
 		timeblock_translate chat
 		import upstream
+	}
+}
+
+# A bare proxy that reads the whole request body before it sends any of it
+# on (store and forward), as the gate must to check it: what that alone
+# costs, next to the bare proxy, which streams the body through.
+:{BUFFERED} {
+	@inference path /v1/chat/completions /compat/v1/messages /v1/responses
+	handle @inference {
+		reverse_proxy {UPSTREAM} {
+			request_buffers 32MiB
+			import transport
+		}
 	}
 }
 
@@ -141,7 +160,7 @@ func startCaddy(bin, dir, upstreamAddr string, memSlots int) (*caddyProc, error)
 // startCaddyStore is startCaddy with another store line (the two-node
 // phase's "store postgres <dsn>").
 func startCaddyStore(bin, dir, upstreamAddr string, memSlots int, store string) (*caddyProc, error) {
-	ports, err := freePorts(5)
+	ports, err := freePorts(6)
 	if err != nil {
 		return nil, err
 	}
@@ -155,6 +174,7 @@ func startCaddyStore(bin, dir, upstreamAddr string, memSlots int, store string) 
 		"{GATE}", strconv.Itoa(ports[2]),
 		"{GATEONLY}", strconv.Itoa(ports[3]),
 		"{TWIN}", strconv.Itoa(ports[4]),
+		"{BUFFERED}", strconv.Itoa(ports[5]),
 		"{STORE}", store,
 		"{UPSTREAM}", upstreamAddr,
 		"{MEMPOOL}", mp,
@@ -185,13 +205,14 @@ func startCaddyStore(bin, dir, upstreamAddr string, memSlots int, store string) 
 		gateURL:     "http://127.0.0.1:" + strconv.Itoa(ports[2]),
 		gateOnlyURL: "http://127.0.0.1:" + strconv.Itoa(ports[3]),
 		twinURL:     "http://127.0.0.1:" + strconv.Itoa(ports[4]),
+		bufferedURL: "http://127.0.0.1:" + strconv.Itoa(ports[5]),
 		pid:         cmd.Process.Pid,
 		admin:       &http.Client{Timeout: 60 * time.Second},
 		clockTick:   100, // USER_HZ: 100 on every Linux this runs on
 	}
 	go func() { cmd.Wait(); close(c.done) }()
 	deadline := time.Now().Add(30 * time.Second)
-	for _, addr := range []string{c.gateURL, c.gateOnlyURL, c.proxyURL, c.twinURL, c.adminURL} {
+	for _, addr := range []string{c.gateURL, c.gateOnlyURL, c.proxyURL, c.twinURL, c.bufferedURL, c.adminURL} {
 		for {
 			select {
 			case <-c.done:

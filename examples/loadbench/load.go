@@ -107,6 +107,9 @@ const (
 	vProxyStream  = "reverse_proxy stream"
 	vDirectLong   = "upstream direct long stream"
 	vProxyLong    = "reverse_proxy long stream"
+	// vProxyBuffered reads the whole body before forwarding it, as the gate
+	// must: the first byte of a long body is compared with it too.
+	vProxyBuffered = "reverse_proxy buffered stream"
 )
 
 // longName is the name of the long-stream variant of the stream variant
@@ -183,6 +186,8 @@ func variants(up *upstream, c *caddyProc, k *keys, b bodies) []*variant {
 		&variant{name: "reverse_proxy twin", url: c.twinURL + chatPath, body: b.chat,
 			header: chatHeader(k.single), base: vProxy, caddy: true, check: checkChat},
 		&variant{name: "reverse_proxy stream twin", url: c.twinURL + chatPath, body: b.chatStream,
+			header: chatHeader(k.single), stream: true, base: vProxyStream, caddy: true, check: checkChatStream(up.chunks)},
+		&variant{name: vProxyBuffered, url: c.bufferedURL + chatPath, body: b.chatStream,
 			header: chatHeader(k.single), stream: true, base: vProxyStream, caddy: true, check: checkChatStream(up.chunks)},
 	)
 	for _, v := range vs {

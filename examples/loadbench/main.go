@@ -200,6 +200,9 @@ func run(o options, stdout, stderr io.Writer) error {
 		// is measured against.
 		if v := all[i]; want[v.name] || selected(v.name, o.only) || selected(strings.Replace(v.name, " long stream", " stream", 1), o.only) {
 			want[v.name], want[v.base] = true, true
+			if v.target && v.stream {
+				want[vProxyBuffered] = true // a long body's first byte is judged against it
+			}
 		}
 	}
 	for _, v := range all {

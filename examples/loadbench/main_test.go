@@ -36,6 +36,7 @@ func TestQuickRun(t *testing.T) {
 		"gate chat→chat (key)", "gate messages→chat (combined key)", "gate messages→chat stream (combined key)",
 		"chunk flushing", "slow streams", "target", "(issue 15)",
 		"gate responses→chat long stream (key)", "once per stream µs", "writes/req",
+		"reverse_proxy buffered stream", "+buffered",
 	} {
 		if !strings.Contains(report, want) {
 			t.Errorf("the report has no %q", want)
@@ -44,6 +45,36 @@ func TestQuickRun(t *testing.T) {
 	// The two-node phase ran, or says why not (no PostgreSQL here).
 	if !strings.Contains(report, "2 nodes, key split across both (20 lanes)") && !strings.Contains(report, "two-node phase skipped") {
 		t.Error("the report has neither the two-node rows nor why they are missing")
+	}
+}
+
+// Issue 6's first-byte bound is judged against the bare proxy on a short
+// request, and against the proxy that reads the body first on a long one.
+func TestFirstByteTarget(t *testing.T) {
+	v := &variant{name: "gate messages→chat stream (key)"}
+	at := func(us int) summary { return summary{c1ttfb: time.Duration(us) * time.Microsecond, c1reqs: 100} }
+	bare, buffered := at(600), at(630)
+	for _, c := range []struct {
+		name      string
+		history   int
+		gate      summary
+		buffered  summary
+		met       bool
+		whatHas   string
+		gotPrefix string
+	}{
+		{"short, within", 0, at(640), buffered, true, "(issue 6)", "+40 µs"},
+		{"short, over: the buffered proxy does not count", 0, at(660), buffered, false, "(issue 6)", "+60 µs"},
+		{"long, within the buffered proxy's", 20000, at(660), buffered, true, "beyond reading the body first", "+30 µs (+60 over reverse_proxy, whose buffered twin is +30)"},
+		{"long, over the buffered proxy's", 20000, at(690), buffered, false, "beyond reading the body first", "+60 µs"},
+		{"long, no buffered proxy run", 20000, at(660), summary{}, false, "(issue 6)", "+60 µs"},
+	} {
+		o := defaults()
+		o.history = c.history
+		got := firstByteTarget(o, v, c.gate, bare, c.buffered)
+		if got.met != c.met || !strings.Contains(got.what, c.whatHas) || !strings.HasPrefix(got.got, c.gotPrefix) {
+			t.Errorf("%s: got %+v; want met %v, what with %q, result from %q", c.name, got, c.met, c.whatHas, c.gotPrefix)
+		}
 	}
 }
 

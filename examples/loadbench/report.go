@@ -184,10 +184,11 @@ func report(w io.Writer, out *outcome) {
 		reportStreamCosts(w, out, sums)
 
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "1 client\trequests\tp50 µs\t+base\tp99 µs\tfirst byte p50 µs\t+base\t\n")
+		fmt.Fprintf(tw, "1 client\trequests\tp50 µs\t+base\tp99 µs\tfirst byte p50 µs\t+base\t+buffered\t\n")
+		buffered := sums[vProxyBuffered]
 		for _, v := range out.vs {
 			s, b := sums[v.name], sums[v.base]
-			add, ttfb, addTTFB := "-", "-", "-"
+			add, ttfb, addTTFB, addBuffered := "-", "-", "-", "-"
 			if v.base != "" {
 				add = signedUS(s.c1p50 - b.c1p50)
 			}
@@ -196,13 +197,19 @@ func report(w io.Writer, out *outcome) {
 				if v.base != "" {
 					addTTFB = signedUS(s.c1ttfb - b.c1ttfb)
 				}
+				if v.base == vProxyStream && v.name != vProxyBuffered && buffered.c1reqs > 0 {
+					addBuffered = signedUS(s.c1ttfb - buffered.c1ttfb)
+				}
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t\n", v.name, s.c1reqs, us(s.c1p50), add, us(s.c1p99), ttfb, addTTFB)
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", v.name, s.c1reqs, us(s.c1p50), add, us(s.c1p99), ttfb, addTTFB, addBuffered)
 		}
 		tw.Flush()
 		fmt.Fprintln(w, "base: the upstream called directly for reverse_proxy rows, the bare reverse_proxy (same kind, streaming or not) for gate rows")
 		fmt.Fprintln(w, "1 client: the variants take turns request by request, in a new random order each time round, so that all are timed under the same conditions")
 		fmt.Fprintf(w, "streams at 1 client: the upstream pauses %v after the first chunk, so the first byte is timed on its own\n", firstChunkGap)
+		if buffered.c1reqs > 0 {
+			fmt.Fprintln(w, "+buffered: first byte against reverse_proxy buffered stream, a bare proxy that reads the whole body before it forwards any (request_buffers), as the gate must to check it")
+		}
 		if slices.ContainsFunc(out.vs, func(v *variant) bool { return strings.HasSuffix(v.name, " twin") }) {
 			fmt.Fprintln(w, "twin: a second bare reverse_proxy site, identical to the first; its +base is the noise between two equal variants in this run")
 		}
@@ -278,8 +285,7 @@ func rowTargets(out *outcome, sums map[string]summary) []target {
 			t = append(t, target{"allocations per request ≤ reverse_proxy's + 10 (issue 15): " + v.name, fmt.Sprintf("%+.0f", d), d <= 10})
 		}
 		if v.stream {
-			d := s.c1ttfb - b.c1ttfb
-			t = append(t, target{"added first-byte p50 ≤ 50 µs (issue 6): " + v.name, signedUS(d) + " µs", d <= 50*time.Microsecond})
+			t = append(t, firstByteTarget(o, v, s, b, sums[vProxyBuffered]))
 			if c, ok := chunkCost(out, sums, v); ok {
 				t = append(t, target{"added Caddy CPU per streamed chunk ≤ 1 µs (issue 15): " + v.name, fmt.Sprintf("%.2f µs", c.perChunk), c.perChunk <= 1})
 			}
@@ -296,6 +302,26 @@ func rowTargets(out *outcome, sums map[string]summary) []target {
 		}
 	}
 	return t
+}
+
+// firstByteTarget judges issue 6's first-byte bound. Issue 6 set it for a
+// short request, which reaches Caddy in one read: the gate has it whole as
+// soon as the bare proxy starts forwarding it. A long one (-history) arrives
+// in several reads, which the bare proxy forwards as they come while the
+// gate must hold them until it has checked the whole body. So with a
+// history the bound is judged against a bare proxy that also reads the
+// whole body first (request_buffers); the gap to the streaming proxy is
+// printed beside it.
+func firstByteTarget(o options, v *variant, s, bare, buffered summary) target {
+	const bound = 50 * time.Microsecond
+	d := s.c1ttfb - bare.c1ttfb
+	if o.history == 0 || buffered.c1reqs == 0 {
+		return target{"added first-byte p50 ≤ 50 µs (issue 6): " + v.name, signedUS(d) + " µs", d <= bound}
+	}
+	db := s.c1ttfb - buffered.c1ttfb
+	return target{"added first-byte p50 ≤ 50 µs beyond reading the body first (issue 6, long body): " + v.name,
+		fmt.Sprintf("%s µs (%s over reverse_proxy, whose buffered twin is %s)", signedUS(db), signedUS(d), signedUS(buffered.c1ttfb-bare.c1ttfb)),
+		db <= bound}
 }
 
 // streamCost is what a streamed variant adds to the bare proxy's stream:
