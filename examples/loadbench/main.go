@@ -8,7 +8,9 @@
 //     timeblock_gate + timeblock_translate (chat → chat, messages → chat,
 //     streaming messages → chat; with a consumption key and with a combined
 //     key holding many lanes), and through the gate alone, to tell its cost
-//     from the translator's;
+//     from the translator's; and, for the first byte of a long body, through
+//     a bare reverse_proxy that reads the whole body before forwarding it
+//     (request_buffers), as the gate must to check it;
 //   - measures requests/s, p50/p99 latency at a fixed concurrency and at
 //     concurrency 1, time to first byte of streams (at concurrency 1, with
 //     the upstream pausing after the first chunk), Caddy's CPU seconds and
