@@ -65,7 +65,7 @@ func TestFirstByteTarget(t *testing.T) {
 	}{
 		{"short, within", 0, at(640), buffered, true, "(issue 6)", "+40 µs"},
 		{"short, over: the buffered proxy does not count", 0, at(660), buffered, false, "(issue 6)", "+60 µs"},
-		{"long, within the buffered proxy's", 20000, at(660), buffered, true, "beyond reading the body first", "+30 µs (+60 over reverse_proxy, whose buffered twin is +30)"},
+		{"long, within the buffered proxy's", 20000, at(660), buffered, true, "beyond reading the body first", "+30 µs (+60 over reverse_proxy; the buffering proxy: +30)"},
 		{"long, over the buffered proxy's", 20000, at(690), buffered, false, "beyond reading the body first", "+60 µs"},
 		{"long, no buffered proxy run", 20000, at(660), summary{}, false, "(issue 6)", "+60 µs"},
 	} {

@@ -320,7 +320,7 @@ func firstByteTarget(o options, v *variant, s, bare, buffered summary) target {
 	}
 	db := s.c1ttfb - buffered.c1ttfb
 	return target{"added first-byte p50 ≤ 50 µs beyond reading the body first (issue 6, long body): " + v.name,
-		fmt.Sprintf("%s µs (%s over reverse_proxy, whose buffered twin is %s)", signedUS(db), signedUS(d), signedUS(buffered.c1ttfb-bare.c1ttfb)),
+		fmt.Sprintf("%s µs (%s over reverse_proxy; the buffering proxy: %s)", signedUS(db), signedUS(d), signedUS(buffered.c1ttfb-bare.c1ttfb)),
 		db <= bound}
 }
 
