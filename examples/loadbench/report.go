@@ -304,14 +304,13 @@ func rowTargets(out *outcome, sums map[string]summary) []target {
 	return t
 }
 
-// firstByteTarget judges issue 6's first-byte bound. Issue 6 set it for a
-// short request, which reaches Caddy in one read: the gate has it whole as
-// soon as the bare proxy starts forwarding it. A long one (-history) arrives
-// in several reads, which the bare proxy forwards as they come while the
-// gate must hold them until it has checked the whole body. So with a
-// history the bound is judged against a bare proxy that also reads the
-// whole body first (request_buffers); the gap to the streaming proxy is
-// printed beside it.
+// firstByteTarget judges issue 6's first-byte bound. Issue 6 set it for
+// short requests against the streaming bare proxy, and there it stays. A
+// long body (-history) arrives in several reads, which the bare proxy
+// forwards as they come while the gate must hold them until it has checked
+// the whole body. So with a history the bound is judged against a bare
+// proxy that also reads the whole body first (request_buffers); the gap to
+// the streaming proxy is printed beside it.
 func firstByteTarget(o options, v *variant, s, bare, buffered summary) target {
 	const bound = 50 * time.Microsecond
 	d := s.c1ttfb - bare.c1ttfb
