@@ -236,6 +236,11 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	if t.cfg.Upstream == translate.Messages && headerValue(r.Header, "Anthropic-Version") == "" {
 		fb.hdr.set(r.Header, "Anthropic-Version", "2023-06-01")
 	}
+	// reverse_proxy ends a response whose client left by panicking with
+	// http.ErrAbortHandler, so finish does not run then: the header timer
+	// is stopped however the handler ends, or it would flush a response
+	// net/http has already closed, and crash the process.
+	defer tw.endHold()
 	err = next.ServeHTTP(tw, r)
 	if ferr := tw.finish(err); ferr != nil && err == nil {
 		err = ferr
@@ -449,6 +454,17 @@ func (tw *translateWriter) releaseHeaders() {
 	_ = http.NewResponseController(tw.ResponseWriterWrapper.ResponseWriter).Flush() // a broken client shows in the next Write
 }
 
+// endHold stops the header timer for good: a timer already firing finds
+// sentEvent set and leaves the writer alone.
+func (tw *translateWriter) endHold() {
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
+	if tw.hold != nil {
+		tw.hold.Stop()
+	}
+	tw.sentEvent = true
+}
+
 // ReadFrom goes through Write, so that io.Copy cannot bypass translation.
 func (tw *translateWriter) ReadFrom(r io.Reader) (int64, error) {
 	buf := make([]byte, 32<<10)
@@ -507,14 +523,9 @@ func (tw *translateWriter) finish(nextErr error) error {
 	rw := &tw.ResponseWriterWrapper
 	switch tw.mode {
 	case modeStream:
-		tw.mu.Lock()
-		if tw.hold != nil {
-			tw.hold.Stop()
-		}
 		// The timer leaves the writer alone from here on, and FlushError
 		// flushes whatever is held.
-		tw.sentEvent = true
-		tw.mu.Unlock()
+		tw.endHold()
 		st := tw.stream
 		defer func() {
 			if cap(st.out) > maxPooledBody {

@@ -348,6 +348,36 @@ func TestTranslateStreamReleasesHeldHeaders(t *testing.T) {
 	}
 }
 
+// reverse_proxy aborts a stream whose client left by flushing and
+// panicking with http.ErrAbortHandler; the header timer the flush armed must
+// not fire on the response net/http then closes.
+func TestTranslateStreamAbortStopsHeaderTimer(t *testing.T) {
+	tr := newTranslate(t, "timeblock_translate chat")
+	body := `{"model":"qwen3","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"Hi"}]}`
+	w := &opLog{header: http.Header{}}
+	r := httptest.NewRequest(http.MethodPost, "/compat/v1/messages", strings.NewReader(body))
+	aborting := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		http.NewResponseController(w).Flush() // before any event: arms the timer
+		panic(http.ErrAbortHandler)
+	})
+	func() {
+		defer func() {
+			if p := recover(); p != http.ErrAbortHandler {
+				t.Fatalf("recovered %v, want http.ErrAbortHandler passed on", p)
+			}
+		}()
+		tr.ServeHTTP(w, r, aborting)
+	}()
+	ended := len(w.snapshot())
+	time.Sleep(20 * headerHold)
+	if ops := w.snapshot(); len(ops) != ended {
+		t.Errorf("the header timer reached the writer after the handler ended: %q", ops[ended:])
+	}
+}
+
 func TestIsEventStream(t *testing.T) {
 	for ct, want := range map[string]bool{
 		"text/event-stream":                  true,
