@@ -10,12 +10,13 @@ package accounts
 // operation, so repeating a call after a crash or a race charges at most
 // once; a record of it is committed before the call (a charge intent, or the
 // renewal's pending Charge), and its outcome is recorded afterwards in a
-// transaction that first re-reads the state it depends on:
+// transaction that first re-reads the state it depends on (the keys are
+// built in chargekeys.go):
 //
-//   - subscribe: "subscribe:<subscription id>"; a charge intent is written,
-//     then the card charged, then the subscription created (and the intent
-//     marked done); refunded when that transaction fails (see subscribe.go),
-//     settled by any node when the node died in between (intents.go);
+//   - subscribe: "subscribe:<subscription id>"; the seats are reserved with
+//     a charge intent, then the card charged, then the subscription
+//     activated (and the intent marked done) (see subscribe.go); settled by
+//     any node when the node died in between (intents.go);
 //   - renewal: "renew:<subscription id>:<period start>", after the period was
 //     claimed by creating its pending Charge record (see lifecycle.go);
 //   - past-due retry: "retry:<subscription id>:<charge id>:<payment method
@@ -612,7 +613,7 @@ func (s *Service) retryPastDue(ctx context.Context, userID string, pm PaymentMet
 // the next one). It reports whether the subscription recovered. Like a
 // subscribe, it writes a charge intent first (intents.go).
 func (s *Service) retryCharge(ctx context.Context, sub *Subscription, c *Charge, pm PaymentMethod) (bool, error) {
-	idem := "retry:" + sub.ID + ":" + c.ID + ":" + pm.ID
+	idem := chargeKeyRetry(sub.ID, c.ID, pm.ID)
 	in := &ChargeIntent{UserID: sub.UserID, SubscriptionID: sub.ID, ChargeID: c.ID, Kind: IntentRetry, Amount: c.Amount, IdempotencyKey: idem}
 	if err := s.writeIntent(ctx, in); errors.Is(err, ErrConflict) {
 		// This card was tried for this charge before: the processor would
@@ -685,23 +686,6 @@ func (s *Service) retryCharge(ctx context.Context, sub *Subscription, c *Charge,
 	s.logger.Info("past-due subscription recovered", zap.String("subscription_id", sub.ID), zap.String("charge_ref", ref))
 	s.publishKeyChange(ctx, sub.UserID)
 	return true, nil
-}
-
-// refund returns a charge that nothing was recorded for, and logs loudly
-// when even that fails (the operator must refund by hand, unless a charge
-// intent is still open for it: then settlement tries again). It reports
-// whether the refund went through.
-func (s *Service) refund(ctx context.Context, ref, idem, why string) bool {
-	// The request context may be what failed; the refund must still go out.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if err := s.processor.Refund(rctx, ref, refundIdempotencyKey(idem)); err != nil {
-		s.logger.Error("REFUND FAILED: settlement retries it; refund by hand if it keeps failing",
-			zap.String("charge_ref", ref), zap.String("reason", why), zap.Error(err))
-		return false
-	}
-	s.logger.Warn("charge refunded", zap.String("charge_ref", ref), zap.String("reason", why))
-	return true
 }
 
 // nextPeriodEnd advances a period end by one calendar month or year.

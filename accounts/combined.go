@@ -100,7 +100,7 @@ func (s *Service) CreateCombinedKey(ctx context.Context, userID string, pledgeID
 	if label == "" {
 		label = fmt.Sprintf("combined key (%d subscriptions)", len(pledgeIDs))
 	}
-	token := newCombinedToken()
+	token := s.sealer.newCombinedToken()
 	var ck *CombinedKey
 	err := s.store.Update(ctx, func(tx Tx) error {
 		subs := make(map[string]*Subscription, len(pledgeIDs))

@@ -1,9 +1,10 @@
 package accounts
 
 // Credentials and their protection at rest: every token the service issues is
-// 256 bits from crypto/rand; tokens that must stay retrievable (consumption keys,
-// combined-key tokens) are sealed with AES-256-GCM under a key derived from the
-// configured secret, and every token is found by its SHA-256 hash.
+// 256 bits, from crypto/rand but for the tag of consumption keys and
+// combined-key tokens (keytag.go); tokens that must stay retrievable (those
+// two) are sealed with AES-256-GCM under a key derived from the configured
+// secret, and every token is found by its SHA-256 hash.
 
 import (
 	"crypto/aes"
@@ -30,12 +31,15 @@ const (
 // derive other keys later.
 const sealInfo = "timeblock/accounts: sealed credentials v1"
 
-// sealer encrypts and decrypts retrievable credentials.
+// sealer holds what the secret gives: it encrypts and decrypts retrievable
+// credentials, and mints them tagged.
 type sealer struct {
 	aead cipher.AEAD
+	tags *KeyTags
 }
 
-// newSealer derives an AES-256-GCM key from secret with HKDF-SHA-256.
+// newSealer derives an AES-256-GCM key and the key tag key (keytag.go) from
+// secret with HKDF-SHA-256.
 func newSealer(secret string) (*sealer, error) {
 	if strings.TrimSpace(secret) == "" {
 		return nil, errors.New("timeblock: no secret is configured; consumption keys are stored encrypted with it. " +
@@ -54,7 +58,11 @@ func newSealer(secret string) (*sealer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sealing cipher: %w", err)
 	}
-	return &sealer{aead: aead}, nil
+	tags, err := NewKeyTags(secret)
+	if err != nil {
+		return nil, err
+	}
+	return &sealer{aead: aead, tags: tags}, nil
 }
 
 // seal returns nonce || ciphertext || tag.
@@ -80,8 +88,8 @@ func (s *sealer) open(sealed []byte) ([]byte, error) {
 }
 
 // HashKey returns the lookup hash of a full credential (hex SHA-256). Every
-// credential carries 256 random bits, so a fast unsalted hash is enough: there
-// is nothing to brute-force.
+// credential carries at least 192 random bits, so a fast unsalted hash is
+// enough: there is nothing to brute-force.
 func HashKey(full string) string {
 	sum := sha256.Sum256([]byte(full))
 	return hex.EncodeToString(sum[:])
@@ -98,11 +106,12 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// newPoolKey returns a consumption key: sk_pool_ + 43 base64url chars.
-func newPoolKey() string { return PoolKeyPrefix + randomToken() }
+// newPoolKey returns a consumption key: sk_pool_ + 43 base64url chars, tagged.
+func (s *sealer) newPoolKey() string { return s.tags.Mint(PoolKeyPrefix) }
 
-// newCombinedToken returns a combined-key token: sk-compat-meta- + 43 base64url chars.
-func newCombinedToken() string { return CombinedTokenPrefix + randomToken() }
+// newCombinedToken returns a combined-key token: sk-compat-meta- + 43
+// base64url chars, tagged.
+func (s *sealer) newCombinedToken() string { return s.tags.Mint(CombinedTokenPrefix) }
 
 // newSessionToken returns a session token: st_ + 43 base64url chars.
 func newSessionToken() string { return SessionTokenPrefix + randomToken() }

@@ -14,7 +14,7 @@ func TestSealerRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain := []byte(newPoolKey())
+	plain := []byte(s.newPoolKey())
 	a, err := s.seal(plain)
 	if err != nil {
 		t.Fatal(err)
@@ -70,13 +70,17 @@ func TestNewSealerNeedsSecret(t *testing.T) {
 }
 
 func TestTokenFormats(t *testing.T) {
+	s, err := newSealer("correct horse battery staple")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name string
 		gen  func() string
 		re   string
 	}{
-		{"pool key", newPoolKey, `^sk_pool_[A-Za-z0-9_-]{43}$`},
-		{"combined token", newCombinedToken, `^sk-compat-meta-[A-Za-z0-9_-]{43}$`},
+		{"pool key", s.newPoolKey, `^sk_pool_[A-Za-z0-9_-]{43}$`},
+		{"combined token", s.newCombinedToken, `^sk-compat-meta-[A-Za-z0-9_-]{43}$`},
 		{"session token", newSessionToken, `^st_[A-Za-z0-9_-]{43}$`},
 		{"management key", func() string { k, _ := newManagementKey(); return k }, `^mk_[a-z0-9]{8}_[A-Za-z0-9_-]{43}$`},
 		{"id", newID, `^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`},
@@ -102,7 +106,7 @@ func TestTokenFormats(t *testing.T) {
 }
 
 func TestHashKey(t *testing.T) {
-	k := newPoolKey()
+	k := PoolKeyPrefix + randomToken()
 	sum := sha256.Sum256([]byte(k))
 	if got := HashKey(k); got != hex.EncodeToString(sum[:]) {
 		t.Errorf("HashKey = %s, want hex SHA-256", got)

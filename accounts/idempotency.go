@@ -1,21 +1,28 @@
 package accounts
 
 // Idempotent purchases: POST /api/pools/:id/subscribe with an
-// Idempotency-Key header. The first request under a key is recorded
-// (running) before it runs, with the id the new subscription will have, and
-// its answer is recorded after; the same key and the same request within
-// IdempotencyWindow get that answer again and buy nothing. The same key with
-// another request is a 409. Answers of 5xx are not kept (the request bought
-// nothing and may be retried under the same key).
+// Idempotency-Key header. One key is one purchase and at most one charge.
+// The first request under a key is recorded (running) before it runs, with
+// the id its purchase gets (the subscription's, its charge intent's, and
+// through "subscribe:<id>" the processor's idempotency key); its answer is
+// recorded after. The same key and the same request within
+// IdempotencyWindow:
 //
-// A request still running under the key answers 409 "in progress" — unless
-// it has been running longer than idempotencyLease, which only a node that
-// died mid-request leaves behind: then, when its subscription exists, the
-// answer is rebuilt from it; when it does not, the request runs again with a
-// new subscription id (the dead attempt's charge, if any, is refunded by the
-// settlement of charge intents, intents.go). A subscription still incomplete
-// (its payment waits for 3-D Secure, incomplete.go) is answered 402 saying
-// so; one that ended canceled unpaid counts as not created.
+//   - after a success or a client error, get that answer again and buy
+//     nothing;
+//   - after a 5xx, or once the first attempt was abandoned (running longer
+//     than idempotencyLease, or than reserveLease before its seats were
+//     reserved, which only a node that died mid-request leaves behind),
+//     carry the same purchase on (SubscribeAs): a charge whose
+//     answer was lost is asked again under the same processor key, so the
+//     processor replays it rather than charging twice, and a purchase that
+//     settlement has ended answers with that outcome;
+//   - while the first attempt still runs, get 409 "in progress" — unless
+//     its purchase has already ended (settled after a crash), which is
+//     answered at once.
+//
+// The same key with another request is a 409. A request's fingerprint
+// names its pool by id, so a purchase by slug and by id are the same one.
 
 import (
 	"context"
@@ -27,9 +34,15 @@ import (
 // IdempotencyWindow is how long an Idempotency-Key's answer is kept.
 const IdempotencyWindow = 24 * time.Hour
 
-// idempotencyLease is how long a request may run under a key before the
-// key is taken as abandoned; far longer than a request can last.
+// idempotencyLease is how long a request may run under a key, charging,
+// before the key is taken as abandoned; far longer than a charge can last.
 const idempotencyLease = 10 * time.Minute
+
+// reserveLease is how long a request may run under a key before its
+// purchase is reserved; a node that died before that leaves nothing to wait
+// for. (Were the request alive after all, the two would share one processor
+// key: still one charge at most.)
+const reserveLease = 30 * time.Second
 
 // MaxIdempotencyKey is the longest Idempotency-Key accepted.
 const MaxIdempotencyKey = 255
@@ -38,27 +51,9 @@ const MaxIdempotencyKey = 255
 type IdempotentStart struct {
 	// Replay is the recorded answer to send again, or nil: run the request.
 	Replay *IdempotentRequest
-	// Recovered is the subscription an abandoned request under the key
-	// created: answer 201 with it (and record that with FinishIdempotent).
-	Recovered *SubscribeResult
-	// SubscriptionID is the id the new subscription must have (pass it on
-	// with WithSubscriptionID); "" with a replay or a recovered answer.
-	SubscriptionID string
-}
-
-type subscriptionIDKey struct{}
-
-// WithSubscriptionID tells Subscribe which id the new subscription gets.
-func WithSubscriptionID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, subscriptionIDKey{}, id)
-}
-
-// newSubscriptionID is the id a Subscribe in ctx gives its subscription.
-func newSubscriptionID(ctx context.Context) string {
-	if id, ok := ctx.Value(subscriptionIDKey{}).(string); ok && id != "" {
-		return id
-	}
-	return newID()
+	// PurchaseID is the purchase to run with SubscribeAs: a new one, or the
+	// one an earlier attempt under the key started; "" with a replay.
+	PurchaseID string
 }
 
 // CheckIdempotencyKey validates an Idempotency-Key header (400).
@@ -80,12 +75,9 @@ func (s *Service) BeginIdempotent(ctx context.Context, userID, key, fingerprint 
 	if err := CheckIdempotencyKey(key); err != nil {
 		return nil, err
 	}
-	var (
-		start    IdempotentStart
-		orphanOf string // subscription id of an abandoned attempt, to look for
-	)
+	var start IdempotentStart
 	err := s.store.Update(ctx, func(tx Tx) error {
-		start, orphanOf = IdempotentStart{}, ""
+		start = IdempotentStart{}
 		now := s.clock()
 		old, err := tx.GetIdempotentRequest(userID, key)
 		if err != nil && !errors.Is(err, ErrNotFound) {
@@ -95,61 +87,135 @@ func (s *Service) BeginIdempotent(ctx context.Context, userID, key, fingerprint 
 			if old.Fingerprint != fingerprint {
 				return Conflict("Idempotency-Key %q was used for another request in the last 24 hours; nothing was bought. Use a new key for a new purchase", key)
 			}
-			if old.Status != 0 {
+			switch {
+			case old.Status != 0 && old.Status < 500:
 				start.Replay = old
 				return nil
+			case old.Status == 0:
+				running, err := stillRunningTx(tx, old.ResourceID, now.Sub(old.CreatedAt))
+				if err != nil {
+					return err
+				}
+				if running {
+					return Conflict("a request with Idempotency-Key %q is still being processed; retry in a moment", key)
+				}
 			}
-			if now.Sub(old.CreatedAt) < idempotencyLease {
-				return Conflict("a request with Idempotency-Key %q is still being processed; retry in a moment", key)
-			}
-			orphanOf = old.ResourceID
-			return nil
+			// A 5xx, an abandoned attempt, or one whose purchase ended:
+			// carry the same purchase on.
+			old.Status, old.Body, old.CreatedAt = 0, nil, now
+			start.PurchaseID = old.ResourceID
+			return tx.PutIdempotentRequest(old)
 		}
-		start.SubscriptionID = newID()
+		start.PurchaseID = newID()
 		return tx.PutIdempotentRequest(&IdempotentRequest{
-			UserID: userID, Key: key, Fingerprint: fingerprint, ResourceID: start.SubscriptionID, CreatedAt: now,
+			UserID: userID, Key: key, Fingerprint: fingerprint, ResourceID: start.PurchaseID, CreatedAt: now,
 		})
 	})
 	if err != nil {
 		return nil, passClientError("idempotency key", err)
 	}
-	if orphanOf == "" {
-		return &start, nil
-	}
-	return s.takeOverIdempotent(ctx, userID, key, fingerprint, orphanOf)
+	return &start, nil
 }
 
-// takeOverIdempotent handles a key whose request was abandoned: the answer
-// is the subscription it created, or the request runs again.
-func (s *Service) takeOverIdempotent(ctx context.Context, userID, key, fingerprint, subID string) (*IdempotentStart, error) {
-	res, err := s.subscribeResultOf(ctx, userID, subID)
+// stillRunningTx reports whether the request that started the purchase
+// under id, age ago, may still be running. A purchase with an outcome that
+// no request will change (recorded, refunded, void) is not; one charging
+// may be for idempotencyLease; one not yet reserved, for reserveLease (a
+// live request reserves within moments of its start).
+func stillRunningTx(tx Tx, id string, age time.Duration) (bool, error) {
+	in, err := tx.GetChargeIntent(id)
+	if errors.Is(err, ErrNotFound) {
+		return age < reserveLease, nil
+	}
 	if err != nil {
-		return nil, err
+		return false, err
 	}
-	switch {
-	case res != nil && res.Status == SubIncomplete:
-		// Its payment waits for the customer, whose client secret the dead
-		// request never gave out (incomplete.go): say so; the hold ends it.
-		hold := res.CreatedAt.Add(IncompleteHold)
-		return nil, &Error{Status: 402,
-			Message: fmt.Sprintf("an earlier request with Idempotency-Key %q left subscription %s waiting for 3-D Secure, and its answer was lost; it is canceled at %s unless paid (POST /api/subscriptions/%s/confirm once paid), then buy again with a new key",
-				key, subID, hold.Format(time.RFC3339), subID),
-			Data: IncompleteData{SubscriptionID: subID, Status: SubIncomplete, HoldExpiresAt: hold}}
-	case res != nil && res.Status == SubCanceled && res.AmountCharged == "":
-		// An incomplete subscription that ended unpaid: nothing was bought.
-	case res != nil:
-		return &IdempotentStart{Recovered: res}, nil
+	if in.Status == IntentDone || in.Status == IntentRefunded || in.Status == IntentVoid {
+		return false, nil
 	}
-	start := &IdempotentStart{SubscriptionID: newID()}
-	err = s.store.Update(ctx, func(tx Tx) error {
-		return tx.PutIdempotentRequest(&IdempotentRequest{
-			UserID: userID, Key: key, Fingerprint: fingerprint, ResourceID: start.SubscriptionID, CreatedAt: s.clock(),
-		})
+	return age < idempotencyLease, nil
+}
+
+// findPurchase reads what the purchase under id has come to: nil when
+// nothing of it was written.
+func (s *Service) findPurchase(ctx context.Context, userID, id string) (*purchase, error) {
+	var p *purchase
+	err := s.store.View(ctx, func(tx Tx) error {
+		p = nil
+		in, err := tx.GetChargeIntent(id)
+		if errors.Is(err, ErrNotFound) {
+			in = nil
+		} else if err != nil {
+			return err
+		}
+		sub, err := tx.GetSubscription(id)
+		if errors.Is(err, ErrNotFound) {
+			sub = nil
+		} else if err != nil {
+			return err
+		}
+		if in == nil && sub == nil {
+			return nil
+		}
+		if in != nil && in.UserID != userID || sub != nil && sub.UserID != userID {
+			return fmt.Errorf("purchase %s belongs to another user", id)
+		}
+		p = &purchase{intent: in, sub: sub, resumable: true}
+		if sub == nil {
+			return nil
+		}
+		p.pool, err = tx.GetPool(sub.PoolID)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("idempotency key: %w", err)
 	}
-	return start, nil
+	return p, nil
+}
+
+// resume carries on a purchase an earlier attempt under the same
+// Idempotency-Key started, or answers with its outcome.
+func (s *Service) resume(ctx context.Context, p *purchase) (*SubscribeResult, error) {
+	in, sub := p.intent, p.sub
+	unpaid := sub != nil && sub.Status == SubIncomplete
+	switch {
+	case in == nil && unpaid, in != nil && in.Status == IntentPending && unpaid && in.ProcessorRef != "":
+		// Its payment waits for the customer, whose client secret went out
+		// with the first answer (incomplete.go).
+		hold := sub.CreatedAt.Add(IncompleteHold)
+		amount := ""
+		if in != nil {
+			amount = in.Amount
+		}
+		return nil, &Error{Status: 402,
+			Message: fmt.Sprintf("this purchase (subscription %s) waits for your bank's confirmation (3-D Secure): finish it and POST /api/subscriptions/%s/confirm before %s, when it is canceled unpaid",
+				sub.ID, sub.ID, hold.Format(time.RFC3339)),
+			Data: IncompleteData{SubscriptionID: sub.ID, Status: SubIncomplete, Amount: amount, HoldExpiresAt: hold}}
+	case in != nil && in.Status == IntentPending && unpaid:
+		// Reserved, the charge's outcome unknown: ask again under the same
+		// key; the processor replays a charge it made.
+		return s.charge(ctx, p)
+	case in != nil && in.Status == IntentVoid:
+		return nil, Conflict("an earlier request with this Idempotency-Key bought nothing: its payment did not go through and nothing was charged. Buy again with a new Idempotency-Key")
+	case in != nil && in.Status == IntentRefunded:
+		return nil, Conflict("an earlier request with this Idempotency-Key was charged but could not be completed: the charge was refunded (%s) and nothing was bought. Buy again with a new Idempotency-Key", in.Amount)
+	case in == nil || in.Status == IntentDone:
+		res, err := s.subscribeResultOf(ctx, sub.UserID, sub.ID)
+		if err != nil {
+			return nil, err
+		}
+		if res != nil && res.Status == SubCanceled && res.AmountCharged == "" {
+			// Made before intents carried the subscription id: an
+			// incomplete subscription that ended unpaid.
+			return nil, Conflict("an earlier request with this Idempotency-Key bought nothing: its payment did not go through and nothing was charged. Buy again with a new Idempotency-Key")
+		}
+		if res != nil {
+			return res, nil
+		}
+	}
+	// Settlement holds it (settling), or its reservation is gone while the
+	// intent waits for settlement: the outcome comes within minutes.
+	return nil, Conflict("an earlier request with this Idempotency-Key is being settled after an interruption; retry in a minute for its outcome")
 }
 
 // subscribeResultOf rebuilds the answer of the subscribe that created subID
@@ -197,8 +263,8 @@ func (s *Service) subscribeResultOf(ctx context.Context, userID, subID string) (
 	return &SubscribeResult{SubscriptionView: v, AmountCharged: charged}, nil
 }
 
-// FinishIdempotent records the answer of the request under (user, key); a
-// 5xx answer is not kept, so that the key may be used again.
+// FinishIdempotent records the answer of the request under (user, key). A
+// 5xx answer is recorded but not replayed: a retry carries the purchase on.
 func (s *Service) FinishIdempotent(ctx context.Context, userID, key, fingerprint string, status int, body []byte) error {
 	// The request context may be what ended; the record must still be written.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -210,9 +276,6 @@ func (s *Service) FinishIdempotent(ctx context.Context, userID, key, fingerprint
 		}
 		if err != nil || cur.Fingerprint != fingerprint || cur.Status != 0 {
 			return err
-		}
-		if status >= 500 {
-			return tx.DeleteIdempotentRequest(userID, key)
 		}
 		cur.Status, cur.Body = status, body
 		return tx.PutIdempotentRequest(cur)

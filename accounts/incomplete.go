@@ -46,10 +46,11 @@ import (
 
 // IncompleteHold is how long an incomplete subscription holds its seats
 // while the customer authenticates the payment: a 3-D Secure challenge
-// takes a minute or two, and a page left open somewhat longer should still
-// be able to finish; beyond half an hour the seats go back on sale (the
-// payment is canceled first, so nothing can be paid for them later).
-const IncompleteHold = 30 * time.Minute
+// takes a minute or two; beyond ten minutes the seats go back on sale (the
+// payment is canceled first, so nothing can be paid for them later). Seats
+// held unpaid cost their holder nothing, so the hold is short and a user
+// holds at most one per pool (checkUnpaidTx).
+const IncompleteHold = 10 * time.Minute
 
 // IncompleteData is the data of the 402 that answers a subscribe waiting
 // for the customer's authentication, and of a confirm still waiting.
@@ -63,39 +64,38 @@ type IncompleteData struct {
 	HoldExpiresAt time.Time `json:"holdExpiresAt"`
 }
 
-// subscribeIdempotencyKey names the charge of a subscribe.
-func subscribeIdempotencyKey(subID string) string { return "subscribe:" + subID }
-
-// holdIncomplete creates the incomplete subscription of a subscribe whose
-// payment waits for the customer and returns the 402 to answer. When it
-// cannot be created (sold out meanwhile, store down) the payment is
-// canceled and nothing is held.
-func (s *Service) holdIncomplete(ctx context.Context, subID, userID string, pool *Pool, intent *ChargeIntent, o *subscribeOrder, amount string, action *ActionRequiredError) error {
-	var (
-		sub *Subscription
-		err error
-	)
-	for attempt := 1; ; attempt++ {
-		sub, err = s.createIncomplete(ctx, subID, userID, pool.ID, intent.ID, o, action.Ref)
-		if !errors.Is(err, ErrConflict) || attempt == seatAttempts {
-			break
+// holdIncomplete keeps a reservation whose payment waits for the customer
+// (3-D Secure) as the incomplete subscription it already is, notes the
+// payment's reference on its charge intent (which stays pending), and
+// returns the 402 to answer. When that cannot be written the payment is
+// canceled and the seats released.
+func (s *Service) holdIncomplete(ctx context.Context, p *purchase, action *ActionRequiredError) error {
+	in, sub := p.intent, p.sub
+	err := s.store.Update(ctx, func(tx Tx) error {
+		cur, err := tx.GetChargeIntent(in.ID)
+		if err != nil {
+			return err
 		}
-	}
+		if cur.Status != IntentPending {
+			return fmt.Errorf("intent %s is %s: %w", in.ID, cur.Status, errIntentTaken)
+		}
+		cur.ProcessorRef, cur.UpdatedAt = action.Ref, s.clock()
+		return tx.UpdateChargeIntent(cur)
+	})
 	if err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		state, cerr := s.processor.CancelPayment(cctx, action.Ref, "cancel:"+intent.IdempotencyKey)
+		state, cerr := s.processor.CancelPayment(cctx, action.Ref, CancelKey(in.IdempotencyKey))
 		cancel()
 		switch {
 		case cerr != nil:
 			// The intent stays pending: settlement refunds a charge made after all.
-			s.logger.Error("subscribe: canceling a waiting payment failed", zap.String("intent_id", intent.ID), zap.Error(cerr))
+			s.logger.Error("subscribe: canceling a waiting payment failed", zap.String("intent_id", in.ID), zap.Error(cerr))
+			s.releaseSeats(ctx, sub.ID)
 		case state == PaymentSucceeded:
-			s.refundIntent(ctx, intent.ID, intent.IdempotencyKey, action.Ref, "the incomplete subscription could not be created")
+			s.refundIntent(ctx, in.ID, in.IdempotencyKey, action.Ref, "the incomplete subscription could not be recorded")
+			s.releaseSeats(ctx, sub.ID)
 		default:
-			s.finishIntent(ctx, intent.ID, IntentVoid, action.Ref)
-		}
-		if errors.Is(err, ErrConflict) {
-			return Conflict("sold out: other subscriptions took the seats while yours was being paid; nothing was charged. Look at GET /api/pools/%s and try again", pool.Slug)
+			s.release(ctx, in.ID, IntentVoid, action.Ref)
 		}
 		if errors.Is(err, errIntentTaken) {
 			return &Error{Status: 503, Message: "the payment took too long to be recorded; nothing was created. Try again"}
@@ -103,50 +103,36 @@ func (s *Service) holdIncomplete(ctx context.Context, subID, userID string, pool
 		return passClientError("subscribe", err)
 	}
 	s.logger.Info("subscription incomplete: the payment waits for the customer's authentication",
-		zap.String("user_id", userID), zap.String("subscription_id", sub.ID), zap.String("pool", pool.Slug),
+		zap.String("user_id", sub.UserID), zap.String("subscription_id", sub.ID), zap.String("pool", p.pool.Slug),
 		zap.String("payment_ref", action.Ref))
 	hold := sub.CreatedAt.Add(IncompleteHold)
 	return &Error{
 		Status: 402,
 		Message: fmt.Sprintf("your bank asks you to confirm this payment (3-D Secure): complete it with data.clientSecret (Stripe.js confirmCardPayment), then POST /api/subscriptions/%s/confirm. The seats are held until %s; nothing is charged unless you confirm",
 			sub.ID, hold.Format(time.RFC3339)),
-		Data: IncompleteData{SubscriptionID: sub.ID, Status: SubIncomplete, ClientSecret: action.ClientSecret, Amount: amount, HoldExpiresAt: hold},
+		Data: IncompleteData{SubscriptionID: sub.ID, Status: SubIncomplete, ClientSecret: action.ClientSecret, Amount: in.Amount, HoldExpiresAt: hold},
 	}
 }
 
-// createIncomplete writes the incomplete subscription and its seats, and
-// notes the payment's reference on the charge intent, which stays pending
-// (errIntentTaken when settlement claimed it).
-func (s *Service) createIncomplete(ctx context.Context, subID, userID, poolID, intentID string, o *subscribeOrder, ref string) (*Subscription, error) {
-	var sub *Subscription
-	err := s.store.Update(ctx, func(tx Tx) error {
-		in, err := tx.GetChargeIntent(intentID)
-		if err != nil {
-			return err
+// subscribeIntentTx returns the open (pending or settling) charge intent of
+// a subscribe, or nil. Its id is the subscription's; intents written before
+// that rule are found by their idempotency key.
+func subscribeIntentTx(tx Tx, subID string, now time.Time) (*ChargeIntent, error) {
+	in, err := tx.GetChargeIntent(subID)
+	switch {
+	case err == nil && in.Kind == IntentSubscribe:
+		if in.Status == IntentPending || in.Status == IntentSettling {
+			return in, nil
 		}
-		if in.Status != IntentPending {
-			return fmt.Errorf("intent %s is %s: %w", intentID, in.Status, errIntentTaken)
-		}
-		in.ProcessorRef = ref
-		if err := tx.UpdateChargeIntent(in); err != nil {
-			return err
-		}
-		// The period is set again when the payment succeeds.
-		if sub, err = s.newSubscriptionTx(tx, subID, userID, poolID, o, SubIncomplete); err != nil {
-			return err
-		}
-		return tx.CreateSubscription(sub)
-	})
-	return sub, err
-}
-
-// openSubscribeIntentTx returns the open charge intent of a subscribe, or nil.
-func openSubscribeIntentTx(tx Tx, subID string, now time.Time) (*ChargeIntent, error) {
+		return nil, nil
+	case err != nil && !errors.Is(err, ErrNotFound):
+		return nil, err
+	}
 	open, err := tx.ListOpenChargeIntents(now)
 	if err != nil {
 		return nil, err
 	}
-	key := subscribeIdempotencyKey(subID)
+	key := chargeKeySubscribe(subID)
 	for _, in := range open {
 		if in.IdempotencyKey == key {
 			return in, nil
@@ -161,7 +147,7 @@ func settleIncompleteTx(tx Tx, sub *Subscription, state, ref string, now time.Ti
 	if sub.Status != SubIncomplete {
 		return "", nil
 	}
-	in, err := openSubscribeIntentTx(tx, sub.ID, now)
+	in, err := subscribeIntentTx(tx, sub.ID, now)
 	if err != nil {
 		return "", err
 	}
@@ -209,19 +195,17 @@ func settleIncompleteTx(tx Tx, sub *Subscription, state, ref string, now time.Ti
 	return "", nil
 }
 
-// paymentRef returns the reference of an incomplete subscription's payment
-// (kept on its open charge intent).
-func (s *Service) paymentRef(ctx context.Context, subID string) (string, error) {
-	var ref string
+// openPayment returns the open charge intent of an incomplete
+// subscription (nil when there is none), which carries its payment's
+// reference once the payment waits for the customer.
+func (s *Service) openPayment(ctx context.Context, subID string) (*ChargeIntent, error) {
+	var in *ChargeIntent
 	err := s.store.View(ctx, func(tx Tx) error {
-		in, err := openSubscribeIntentTx(tx, subID, s.clock())
-		if err != nil || in == nil {
-			return err
-		}
-		ref = in.ProcessorRef
-		return nil
+		var err error
+		in, err = subscribeIntentTx(tx, subID, s.clock())
+		return err
 	})
-	return ref, err
+	return in, err
 }
 
 // settleIncomplete applies a payment state the processor reported to an
@@ -262,14 +246,15 @@ func (s *Service) ConfirmSubscription(ctx context.Context, userID, subID string)
 		return nil, err
 	}
 	if sub.Status == SubIncomplete {
-		ref, err := s.paymentRef(ctx, subID)
+		in, err := s.openPayment(ctx, subID)
 		if err != nil {
 			return nil, fmt.Errorf("confirm %s: %w", subID, err)
 		}
-		if ref == "" {
-			// Not reached: an incomplete subscription keeps its intent open.
-			return nil, fmt.Errorf("confirm %s: the incomplete subscription has no open charge intent", subID)
+		if in == nil || in.ProcessorRef == "" {
+			// A reservation whose card is being charged (subscribe.go).
+			return nil, Conflict("the payment of subscription %s is still being processed and waits for nobody's confirmation; look again in a moment", subID)
 		}
+		ref := in.ProcessorRef
 		state, err := s.processor.PaymentStatus(ctx, ref)
 		if err != nil {
 			s.logger.Error("confirm: asking the processor", zap.String("subscription_id", subID), zap.Error(err))
@@ -280,14 +265,14 @@ func (s *Service) ConfirmSubscription(ctx context.Context, userID, subID string)
 			hold := sub.CreatedAt.Add(IncompleteHold)
 			return nil, &Error{Status: 402,
 				Message: fmt.Sprintf("the payment still waits for your bank's confirmation (3-D Secure); finish it and confirm again before %s", hold.Format(time.RFC3339)),
-				Data:    IncompleteData{SubscriptionID: sub.ID, Status: SubIncomplete, HoldExpiresAt: hold}}
+				Data:    IncompleteData{SubscriptionID: sub.ID, Status: SubIncomplete, Amount: in.Amount, HoldExpiresAt: hold}}
 		case PaymentSucceeded, PaymentFailed:
 			status, err := s.settleIncomplete(ctx, subID, state, ref)
 			if err != nil {
 				return nil, passClientError("confirm", err)
 			}
 			if status == SubCanceled {
-				s.cancelPayment(ctx, ref, subscribeIdempotencyKey(subID))
+				s.cancelPayment(ctx, ref, chargeKeySubscribe(subID))
 			}
 		}
 	}
@@ -358,7 +343,7 @@ func (s *Service) ExpireIncomplete(ctx context.Context) (int, error) {
 		errs []error
 	)
 	for _, in := range expired {
-		state, err := s.processor.CancelPayment(ctx, in.ProcessorRef, "cancel:"+in.IdempotencyKey)
+		state, err := s.processor.CancelPayment(ctx, in.ProcessorRef, CancelKey(in.IdempotencyKey))
 		if err == nil && state == PaymentWaiting {
 			err = fmt.Errorf("payment %s still waits after its cancellation", in.ProcessorRef)
 		}
@@ -384,7 +369,7 @@ func (s *Service) ExpireIncomplete(ctx context.Context) (int, error) {
 func (s *Service) cancelPayment(ctx context.Context, ref, idem string) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if _, err := s.processor.CancelPayment(cctx, ref, "cancel:"+idem); err != nil {
+	if _, err := s.processor.CancelPayment(cctx, ref, CancelKey(idem)); err != nil {
 		s.logger.Warn("canceling the payment of a canceled incomplete subscription failed", zap.String("payment_ref", ref), zap.Error(err))
 	}
 }

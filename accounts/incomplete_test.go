@@ -294,8 +294,9 @@ func TestIncompleteFailedByWebhook(t *testing.T) {
 }
 
 // A request under an Idempotency-Key that died after creating an incomplete
-// subscription: taken over, it says so (402) instead of answering 201 with
-// it; once the hold ended it unpaid, the purchase runs again.
+// subscription: carried on, the purchase says so (402) instead of answering
+// 201 with it; once the hold ended it unpaid, the key answers that nothing
+// was bought, and never charges.
 func TestIncompleteIdempotentTakeover(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
@@ -304,24 +305,31 @@ func TestIncompleteIdempotentTakeover(t *testing.T) {
 		start, err := e.svc.BeginIdempotent(e.ctx, u.ID, "k-1", "fp")
 		e.must(err)
 		q := 1
-		_, err = e.svc.Subscribe(accounts.WithSubscriptionID(e.ctx, start.SubscriptionID), u.ID, p.Slug,
-			accounts.SubscribeRequest{Blocks: []string{"europe"}, Quantity: &q})
+		req := accounts.SubscribeRequest{Blocks: []string{"europe"}, Quantity: &q}
+		_, err = e.svc.SubscribeAs(e.ctx, u.ID, p.Slug, req, start.PurchaseID)
 		wantStatus(t, err, 402, "3-D Secure")
 		// The node dies before recording the answer.
 		e.clock.Advance(11 * time.Minute)
-		_, err = e.svc.BeginIdempotent(e.ctx, u.ID, "k-1", "fp")
-		ae := wantStatus(t, err, 402, "waiting for 3-D Secure", start.SubscriptionID)
-		if d, ok := ae.Data.(accounts.IncompleteData); !ok || d.SubscriptionID != start.SubscriptionID || d.Status != accounts.SubIncomplete {
-			t.Fatalf("takeover data = %#v", ae.Data)
+		again, err := e.svc.BeginIdempotent(e.ctx, u.ID, "k-1", "fp")
+		e.must(err)
+		if again.Replay != nil || again.PurchaseID != start.PurchaseID {
+			t.Fatalf("after the lease: %+v, want the same purchase %s carried on", again, start.PurchaseID)
+		}
+		_, err = e.svc.SubscribeAs(e.ctx, u.ID, p.Slug, req, again.PurchaseID)
+		ae := wantStatus(t, err, 402, "3-D Secure", start.PurchaseID)
+		if d, ok := ae.Data.(accounts.IncompleteData); !ok || d.SubscriptionID != start.PurchaseID || d.Status != accounts.SubIncomplete || d.Amount == "" {
+			t.Fatalf("carried-on data = %#v", ae.Data)
 		}
 		e.clock.Advance(accounts.IncompleteHold)
 		if rep := e.lifecycle(); rep.Incomplete != 1 {
 			t.Fatalf("lifecycle = %+v", rep)
 		}
-		again, err := e.svc.BeginIdempotent(e.ctx, u.ID, "k-1", "fp")
+		last, err := e.svc.BeginIdempotent(e.ctx, u.ID, "k-1", "fp")
 		e.must(err)
-		if again.Recovered != nil || again.SubscriptionID == "" || again.SubscriptionID == start.SubscriptionID {
-			t.Fatalf("after the hold: %+v, want the purchase to run again with a new id", again)
+		_, err = e.svc.SubscribeAs(e.ctx, u.ID, p.Slug, req, last.PurchaseID)
+		wantStatus(t, err, 409, "bought nothing", "new Idempotency-Key")
+		if n := len(e.proc.Ledger()); n != 0 {
+			t.Fatalf("%d charges for a purchase never authenticated", n)
 		}
 	})
 }

@@ -4,12 +4,13 @@ package accounts
 //
 // Before the processor is asked to charge a new subscription or a past-due
 // retry, a ChargeIntent (status pending, with the idempotency key the
-// processor will see) is committed in a transaction of its own. The
-// transaction that records the charge (creates the subscription, marks the
-// retried charge paid) marks the intent done in the same commit, and refuses
-// when the intent is no longer pending: then a settler owns it and the
-// caller refunds. A node that dies between the charge and that commit leaves
-// the intent pending.
+// processor will see) is committed; a subscribe's is committed with its
+// reservation (subscribe.go) and has the subscription's id. The transaction
+// that records the charge (activates the reservation, marks the retried
+// charge paid) marks the intent done in the same commit, and refuses when
+// the intent is no longer pending: then a settler owns it and the caller
+// refunds. A node that dies between the charge and that commit leaves the
+// intent pending.
 //
 // Settlement runs with every lifecycle pass (at start and then every
 // lifecycle_interval, on every node). It takes the intents pending (or
@@ -18,15 +19,16 @@ package accounts
 //
 //  1. claims it in a transaction (pending → settling, updated now), so no two
 //     nodes settle one intent at once; a subscribe intent whose subscription
-//     exists is marked done right there, unless the subscription is
-//     incomplete (its payment waits for the customer): that one is left
-//     pending for incomplete.go, which ends it;
+//     is past its reservation is marked done right there; one whose payment
+//     waits for the customer (3-D Secure) is left pending for incomplete.go,
+//     which ends it;
 //  2. asks the processor whether the idempotency key was charged
 //     (Processor.FindCharge). Unreachable: the intent stays settling and is
 //     taken again after settleGrace;
-//  3. not charged: marks it void; charged: refunds it (the refund's
-//     idempotency key is derived from the intent's, the same one the caller's
-//     own refund uses, so it is refunded at most once) and marks it refunded.
+//  3. not charged: marks it void; charged: refunds it (RefundKey of the
+//     intent's key, the same one the caller's own refund uses, so it is
+//     refunded at most once) and marks it refunded; a subscribe's
+//     reservation is deleted in the same transaction, its seats free again.
 //
 // Renewals need no intent: their pending Charge record, created before the
 // processor call, is one already (lifecycle.go reclaims it after
@@ -88,10 +90,6 @@ func settleGraceNow() time.Duration {
 	}
 	return settleGrace
 }
-
-// refundIdempotencyKey is the refund key of an intent's charge: the caller
-// and every settler use the same one, so a charge is refunded at most once.
-func refundIdempotencyKey(intentKey string) string { return "refund:" + intentKey }
 
 // writeIntent commits a new pending intent before the processor is called.
 func (s *Service) writeIntent(ctx context.Context, in *ChargeIntent) error {
@@ -171,10 +169,28 @@ func (s *Service) refundIntent(ctx context.Context, id, idem, ref, why string) (
 	if done {
 		return true
 	}
-	if s.refund(ctx, ref, idem, why) {
+	if s.refundCharge(ctx, ref, idem, why) == nil {
 		s.finishIntent(ctx, id, IntentRefunded, ref)
 	}
 	return false
+}
+
+// refundCharge returns the charge ref, made under chargeKey, in full: the
+// one path every refund takes. Its idempotency key is RefundKey(chargeKey)
+// whichever path refunds, so a charge is refunded at most once; it gets 30
+// seconds of its own, as the caller's context may be what failed. A failure
+// is logged loudly and returned: while the charge's intent is open,
+// settlement tries again; otherwise the operator must refund by hand.
+func (s *Service) refundCharge(ctx context.Context, ref, chargeKey, why string) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := s.processor.Refund(rctx, ref, RefundKey(chargeKey)); err != nil {
+		s.logger.Error("REFUND FAILED: settlement retries it while its intent is open; refund by hand if it keeps failing",
+			zap.String("charge_ref", ref), zap.String("reason", why), zap.Error(err))
+		return err
+	}
+	s.logger.Warn("charge refunded", zap.String("charge_ref", ref), zap.String("reason", why))
+	return nil
 }
 
 // SettlementReport counts what one settlement pass did.
@@ -271,9 +287,13 @@ func (s *Service) settleIntent(ctx context.Context, id string, grace time.Durati
 		}
 		in = cur
 		if cur.Kind == IntentSubscribe {
-			if sub, err := tx.GetSubscription(cur.SubscriptionID); err == nil && sub.Status == SubIncomplete {
+			sub, err := tx.GetSubscription(cur.SubscriptionID)
+			if err == nil && sub.Status == SubIncomplete && cur.ProcessorRef != "" {
 				in = nil
 				return nil // its payment waits for the customer: incomplete.go ends it
+			} else if err == nil && sub.Status == SubIncomplete {
+				// A reservation whose charge has no known outcome: settled
+				// below, and its seats released with the outcome.
 			} else if err == nil {
 				cur.Status, cur.UpdatedAt, outcome = IntentDone, now, IntentDone
 				return tx.UpdateChargeIntent(cur)
@@ -312,10 +332,7 @@ func (s *Service) resolveIntent(ctx context.Context, in *ChargeIntent) (string, 
 	final := IntentVoid
 	if found {
 		// 3. Refund.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		err := s.processor.Refund(rctx, ref, refundIdempotencyKey(in.IdempotencyKey))
-		cancel()
-		if err != nil {
+		if err := s.refundCharge(ctx, ref, in.IdempotencyKey, "settlement: charged without a record"); err != nil {
 			return "", fmt.Errorf("refunding %s: %w", ref, err)
 		}
 		final = IntentRefunded
@@ -329,7 +346,13 @@ func (s *Service) resolveIntent(ctx context.Context, in *ChargeIntent) (string, 
 			return nil
 		}
 		cur.Status, cur.ProcessorRef, cur.UpdatedAt = final, ref, s.clock()
-		return tx.UpdateChargeIntent(cur)
+		if err := tx.UpdateChargeIntent(cur); err != nil {
+			return err
+		}
+		if cur.Kind == IntentSubscribe {
+			return deleteReservationTx(tx, cur.SubscriptionID)
+		}
+		return nil
 	})
 	if err != nil {
 		return "", fmt.Errorf("recording the settlement: %w", err)

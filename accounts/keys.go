@@ -196,7 +196,7 @@ func (s *Service) createKeyTx(tx Tx, sub *Subscription, name string) (*Key, stri
 	} else if !errors.Is(err, ErrNotFound) {
 		return nil, "", err
 	}
-	full := newPoolKey()
+	full := s.sealer.newPoolKey()
 	sealed, err := s.sealer.seal([]byte(full))
 	if err != nil {
 		return nil, "", err

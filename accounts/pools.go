@@ -241,3 +241,16 @@ func poolError(idOrSlug string, err error) error {
 	}
 	return fmt.Errorf("pool %s: %w", idOrSlug, err)
 }
+
+// PoolID returns the id of the pool named by id or slug, or the name as
+// given when no listed pool has it (what a purchase's fingerprint names).
+func (s *Service) PoolID(ctx context.Context, idOrSlug string) string {
+	id := idOrSlug
+	_ = s.store.View(ctx, func(tx Tx) error {
+		if p, err := findPoolTx(tx, idOrSlug); err == nil {
+			id = p.ID
+		}
+		return nil
+	})
+	return id
+}

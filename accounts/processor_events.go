@@ -76,29 +76,13 @@ type ProcessorEventResult struct {
 	Effect         string // "past_due", "active" or "" (recorded only)
 }
 
-// chargeKeyParts splits an idempotency key into its operation, the
-// subscription id and the rest.
-func chargeKeyParts(key string) (op, subID, rest string) {
-	op, tail, ok := strings.Cut(key, ":")
-	if !ok {
-		return "", "", ""
-	}
-	subID, rest, _ = strings.Cut(tail, ":")
-	return op, subID, rest
-}
-
 // ApplyProcessorEvent records ev and applies its effect in one transaction.
 func (s *Service) ApplyProcessorEvent(ctx context.Context, ev ProcessorEvent) (*ProcessorEventResult, error) {
 	if ev.ID == "" {
 		return nil, Invalid("the event has no id")
 	}
-	op, subID, rest := chargeKeyParts(ev.IdempotencyKey)
-	switch op {
-	case "subscribe", "renew", "retry":
-	default:
-		subID = ""
-	}
-	if op == "subscribe" && ev.Kind == EventChargeSucceeded && ev.Ref != "" {
+	op, subID, rest := parseChargeKey(ev.IdempotencyKey)
+	if op == ChargeSubscribe && ev.Kind == EventChargeSucceeded && ev.Ref != "" {
 		if err := s.refundUnrecordedSubscribe(ctx, ev, subID); err != nil {
 			return nil, fmt.Errorf("processor event %s: %w", ev.ID, err)
 		}
@@ -117,7 +101,7 @@ func (s *Service) ApplyProcessorEvent(ctx context.Context, ev ProcessorEvent) (*
 			return err
 		}
 		sub, err := tx.GetSubscription(subID)
-		if errors.Is(err, ErrNotFound) && op == "subscribe" && ev.Kind != EventChargeSucceeded {
+		if errors.Is(err, ErrNotFound) && op == ChargeSubscribe && ev.Kind != EventChargeSucceeded {
 			// The subscribe may still be running (its intent open): the
 			// failure must not be lost before the subscription exists.
 			open, err := tx.ListOpenChargeIntents(s.clock())
@@ -137,7 +121,7 @@ func (s *Service) ApplyProcessorEvent(ctx context.Context, ev ProcessorEvent) (*
 			return err
 		}
 		now := s.clock()
-		if sub.Status == SubIncomplete && op == "subscribe" {
+		if sub.Status == SubIncomplete && op == ChargeSubscribe {
 			// Its payment waited for the customer (incomplete.go).
 			state := ""
 			switch ev.Kind {
@@ -234,10 +218,10 @@ func (s *Service) ApplyProcessorEvent(ctx context.Context, ev ProcessorEvent) (*
 // renewal of its period, or a retry of it.
 func paysCharge(op, rest string, c *Charge) bool {
 	switch op {
-	case "renew":
+	case ChargeRenewal:
 		t, err := time.Parse(time.RFC3339Nano, rest)
 		return err == nil && t.Equal(c.PeriodStart)
-	case "retry":
+	case ChargeRetry:
 		chargeID, _, _ := strings.Cut(rest, ":")
 		return chargeID == c.ID
 	}
@@ -273,10 +257,5 @@ func (s *Service) refundUnrecordedSubscribe(ctx context.Context, ev ProcessorEve
 	if err != nil || !refund {
 		return err
 	}
-	if err := s.processor.Refund(ctx, ev.Ref, refundIdempotencyKey(ev.IdempotencyKey)); err != nil {
-		return err
-	}
-	s.logger.Warn("charge refunded", zap.String("charge_ref", ev.Ref), zap.String("subscription_id", subID),
-		zap.String("reason", "paid after its incomplete subscription was canceled"))
-	return nil
+	return s.refundCharge(ctx, ev.Ref, ev.IdempotencyKey, "paid after its incomplete subscription "+subID+" was canceled")
 }

@@ -88,6 +88,10 @@ type Tx interface {
 	GetSubscription(id string) (*Subscription, error)
 	UpdateSubscription(s *Subscription) error
 	ListSubscriptionsByUser(userID string) ([]*Subscription, error)
+	// DeleteSubscription removes a subscription and releases its seats. Only
+	// a purchase that never completed is deleted (a declined or abandoned
+	// reservation, which has no key, charge or combined-key membership).
+	DeleteSubscription(id string) error
 	// ListSubscriptionsDue lists live (active or past_due) subscriptions whose
 	// CurrentPeriodEnd is at or before t, and past_due ones whose PastDueSince is
 	// at or before pastDueBefore.

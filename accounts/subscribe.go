@@ -1,26 +1,32 @@
 package accounts
 
-// Subscribing to a pool: validation, seat allocation, the immediate charge.
+// Subscribing to a pool: validation, seat reservation, the charge.
 //
-// Ordering of the charge and the transaction. A charge intent is committed
-// first (intents.go), the processor is called outside any transaction, and
-// everything (subscription, seats, charge record, the intent marked done)
-// is then created in one Update; when that transaction fails
-// (the seats were taken meanwhile, the pool left `active`, the store is
-// down) the charge is refunded. Before charging, a read-only pass checks
-// everything that can be checked (pool, terms, card, free seats), so the
-// refund path is only taken when a concurrent request wins the last seats.
+// Seats first, money second. After a read-only pass has checked everything
+// it can (pool, terms, card, free seats), one transaction reserves the
+// seats — the subscription is created incomplete, holding them, with no key
+// and no admission — and commits the charge intent (intents.go) beside it.
+// Only then is the card charged, outside any transaction, under the
+// processor idempotency key "subscribe:<subscription id>". So a buyer who
+// loses the race for the last seats is refused before any charge, and no
+// charge is ever made without a record of it. Then:
 //
-// Why not reserve first and charge second: a reservation is a subscription
-// in a non-public state that every reader would have to filter out, that has
-// to be deleted on a decline (the store has no such delete, and a leftover
-// canceled record would violate "nothing created"), and that a crash would
-// leave holding seats. Charging first keeps a decline trivially clean — no
-// transaction ran, so nothing exists and no seat was held — and the charge's
-// idempotency key ("subscribe:<new subscription id>") makes a repeated call
-// harmless. The remaining window, a crash between a successful charge and
-// the commit, leaves a pending charge intent: settlement (intents.go) asks
-// the processor about its idempotency key and refunds the charge.
+//   - paid: one transaction activates the reservation (active, pending_key
+//     on manual-provisioning pools; the period starts then), records the
+//     charge and marks the intent done;
+//   - declined: one transaction deletes the reservation and voids the
+//     intent, so nothing is created and no seat stays held (402);
+//   - waiting for 3-D Secure: the reservation stays, incomplete, for
+//     IncompleteHold (incomplete.go); a user holds one per pool at a time;
+//   - no answer from the processor: the intent stays pending for settlement,
+//     which refunds a charge made after all and deletes the reservation.
+//     Under an Idempotency-Key the reservation stays until then, so that a
+//     retry under the key (SubscribeAs) charges again under the same
+//     processor key and the processor replays rather than charges twice;
+//     without one the seats are released at once.
+//
+// A crash anywhere leaves an intent that settlement finishes, so a crash
+// between a charge and its record is the one case that ends in a refund.
 
 import (
 	"context"
@@ -28,6 +34,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -76,6 +83,7 @@ type subscribeOrder struct {
 	cycle    string
 	terms    string // acknowledged version, "" when omitted
 	monthly  string // monthly price, fixed when the charge is computed
+	amount   string // what the first period costs (the whole year on a yearly cycle)
 }
 
 // validate checks a request against a pool (400s).
@@ -174,12 +182,41 @@ func checkSubscribable(p *Pool) error {
 }
 
 // Subscribe buys seats on a pool for the user and charges the first period
-// at once. A decline is a 402 with nothing created; the new subscription is
-// active (pending_key on manual-provisioning pools) and has no key yet. A
-// payment that waits for the customer's authentication is a 402 with an
-// incomplete subscription holding the seats (incomplete.go).
+// at once (see the top of this file). A decline is a 402 with nothing
+// created; the new subscription is active (pending_key on manual-provisioning
+// pools) and has no key yet. A payment that waits for the customer's
+// authentication is a 402 with an incomplete subscription holding the seats
+// (incomplete.go).
 func (s *Service) Subscribe(ctx context.Context, userID, poolIDOrSlug string, req SubscribeRequest) (*SubscribeResult, error) {
-	// 1. Everything that can be checked before money moves.
+	return s.subscribe(ctx, userID, poolIDOrSlug, req, newID(), false)
+}
+
+// SubscribeAs is Subscribe under an Idempotency-Key: purchaseID is the id
+// the key was given (BeginIdempotent), and becomes the subscription's id.
+// Called again with the same id it carries on the purchase from where it
+// stands instead of starting another: a reservation whose charge has no
+// known outcome is charged again under the same processor idempotency key
+// (the processor replays its first answer, so the card is charged at most
+// once), a finished purchase answers with its outcome.
+func (s *Service) SubscribeAs(ctx context.Context, userID, poolIDOrSlug string, req SubscribeRequest, purchaseID string) (*SubscribeResult, error) {
+	if purchaseID == "" {
+		return s.Subscribe(ctx, userID, poolIDOrSlug, req)
+	}
+	p, err := s.findPurchase(ctx, userID, purchaseID)
+	if err != nil {
+		return nil, err
+	}
+	if p != nil {
+		return s.resume(ctx, p)
+	}
+	return s.subscribe(ctx, userID, poolIDOrSlug, req, purchaseID, true)
+}
+
+// subscribe runs a new purchase under subID. resumable says a repeat may
+// carry it on (SubscribeAs): its reservation then outlives a charge whose
+// outcome is unknown.
+func (s *Service) subscribe(ctx context.Context, userID, poolIDOrSlug string, req SubscribeRequest, subID string, resumable bool) (*SubscribeResult, error) {
+	// 1. Everything that can be checked before anything is written.
 	var (
 		pool  *Pool
 		user  *User
@@ -230,32 +267,116 @@ func (s *Service) Subscribe(ctx context.Context, userID, poolIDOrSlug string, re
 	if order.monthly, err = MonthlyPrice(pool, order.blocks, order.quantity); err != nil {
 		return nil, fmt.Errorf("subscribe %s: %w", pool.Slug, err)
 	}
-	amount, err := ChargeAmount(order.monthly, order.cycle, pool.AnnualDiscount)
-	if err != nil {
+	if order.amount, err = ChargeAmount(order.monthly, order.cycle, pool.AnnualDiscount); err != nil {
 		return nil, fmt.Errorf("subscribe %s: %w", pool.Slug, err)
 	}
 
-	// 2. The charge intent, committed before money moves (intents.go), then
-	// the charge, outside any transaction.
-	subID := newSubscriptionID(ctx) // the Idempotency-Key's, or a new one
-	idem := subscribeIdempotencyKey(subID)
-	intent := &ChargeIntent{UserID: userID, SubscriptionID: subID, Kind: IntentSubscribe, Amount: amount, IdempotencyKey: idem}
-	if err := s.writeIntent(ctx, intent); err != nil {
+	// 2. The seats, reserved with the charge intent before money moves: a
+	// buyer who loses the race for them is refused here, uncharged.
+	p := &purchase{
+		pool: pool,
+		intent: &ChargeIntent{ID: subID, UserID: userID, SubscriptionID: subID, Kind: IntentSubscribe,
+			Amount: order.amount, IdempotencyKey: chargeKeySubscribe(subID)},
+		resumable: resumable,
+	}
+	for attempt := 1; ; attempt++ {
+		p.sub, err = s.reserve(ctx, pool.ID, p.intent, order)
+		if !errors.Is(err, ErrConflict) || attempt == seatAttempts {
+			break
+		}
+	}
+	if errors.Is(err, ErrConflict) {
+		return nil, Conflict("sold out: other subscriptions took the seats first; nothing was charged. Look at GET /api/pools/%s and try again", pool.Slug)
+	}
+	if err != nil {
 		return nil, passClientError("subscribe", err)
 	}
+	return s.charge(ctx, p)
+}
+
+// purchase is a subscribe under way: its reservation (an incomplete
+// subscription holding the seats) and its charge intent.
+type purchase struct {
+	pool      *Pool
+	sub       *Subscription
+	intent    *ChargeIntent
+	resumable bool // under an Idempotency-Key: a repeat carries it on
+}
+
+// reserve writes, in one transaction, the charge intent and the
+// subscription that holds the order's seats while the card is charged
+// (incomplete: no key, no admission). ErrConflict means another
+// subscription took a seat it picked: the caller tries again.
+func (s *Service) reserve(ctx context.Context, poolID string, in *ChargeIntent, o *subscribeOrder) (*Subscription, error) {
+	var sub *Subscription
+	err := s.store.Update(ctx, func(tx Tx) error {
+		pool, err := tx.GetPool(poolID)
+		if err != nil {
+			return err
+		}
+		if err := checkUnpaidTx(tx, in.UserID, pool, s.clock()); err != nil {
+			return err
+		}
+		if sub, err = s.newSubscriptionTx(tx, in.SubscriptionID, in.UserID, pool.ID, o, SubIncomplete); err != nil {
+			return err
+		}
+		if err := tx.CreateSubscription(sub); err != nil {
+			return err
+		}
+		now := s.clock()
+		in.Status, in.CreatedAt, in.UpdatedAt = IntentPending, now, now
+		return tx.CreateChargeIntent(in)
+	})
+	return sub, err
+}
+
+// checkUnpaidTx refuses a second unpaid purchase of the user on the pool
+// (409): a reservation being charged or a payment waiting for 3-D Secure
+// holds seats nobody else can buy, so each user may hold them on a pool
+// only once at a time, for IncompleteHold at most.
+func checkUnpaidTx(tx Tx, userID string, pool *Pool, now time.Time) error {
+	subs, err := tx.ListSubscriptionsByUser(userID)
+	if err != nil {
+		return err
+	}
+	for _, sub := range subs {
+		if sub.PoolID != pool.ID || sub.Status != SubIncomplete {
+			continue
+		}
+		in, err := subscribeIntentTx(tx, sub.ID, now)
+		if err != nil {
+			return err
+		}
+		if in != nil && in.ProcessorRef == "" {
+			return Conflict("you already have a purchase on pool %s (subscription %s) whose payment is being processed; wait for its answer, or repeat it with its Idempotency-Key. One unpaid purchase per pool at a time",
+				pool.Slug, sub.ID)
+		}
+		return Conflict("you already have an unpaid purchase on pool %s (subscription %s) waiting for 3-D Secure: finish its payment (POST /api/subscriptions/%s/confirm) or let it lapse at %s. One unpaid purchase per pool at a time",
+			pool.Slug, sub.ID, sub.ID, sub.CreatedAt.Add(IncompleteHold).Format(time.RFC3339))
+	}
+	return nil
+}
+
+// charge charges a reserved purchase and records the outcome.
+func (s *Service) charge(ctx context.Context, p *purchase) (*SubscribeResult, error) {
+	user, err := s.purchaser(ctx, p.intent.UserID)
+	if err != nil {
+		return nil, err
+	}
+	sub := p.sub
 	ref, err := s.processor.Charge(ctx, ChargeRequest{
-		UserID:         userID,
+		UserID:         sub.UserID,
 		MethodID:       user.PaymentMethod.ID,
-		Amount:         amount,
-		IdempotencyKey: idem,
-		Description:    fmt.Sprintf("Timeblock %s: %s x%d, first %s", pool.Slug, blockList(order.blocks), order.quantity, order.cycle),
+		Amount:         p.intent.Amount,
+		IdempotencyKey: p.intent.IdempotencyKey,
+		Description:    fmt.Sprintf("Timeblock %s: %s x%d, first %s", p.pool.Slug, blockList(sub.Blocks), sub.Quantity, sub.BillingCycle),
 	})
 	if action, ok := errors.AsType[*ActionRequiredError](err); ok {
 		// The payment waits for the customer (3-D Secure): incomplete.go.
-		return nil, s.holdIncomplete(ctx, subID, userID, pool, intent, order, amount, action)
+		return nil, s.holdIncomplete(ctx, p, action)
 	}
 	if errors.Is(err, ErrDeclined) {
-		s.finishIntent(ctx, intent.ID, IntentVoid, "")
+		s.release(ctx, p.intent.ID, IntentVoid, "")
 		why := ""
 		if r := DeclineReason(err); r != "" {
 			why = " The processor says: " + r
@@ -264,76 +385,134 @@ func (s *Service) Subscribe(ctx context.Context, userID, poolIDOrSlug string, re
 			user.PaymentMethod.Brand, user.PaymentMethod.Last4, why)
 	}
 	if err != nil {
-		// The intent stays pending: settlement refunds anything the
-		// processor charged after all.
-		s.logger.Error("subscribe charge failed", zap.String("user_id", userID), zap.String("intent_id", intent.ID), zap.Error(err))
+		// The charge's outcome is unknown; the intent stays pending, and
+		// settlement refunds anything the processor charged after all.
+		s.logger.Error("subscribe charge failed", zap.String("user_id", sub.UserID), zap.String("intent_id", p.intent.ID), zap.Error(err))
+		if p.resumable {
+			return nil, &Error{Status: 502, Message: fmt.Sprintf("the payment could not be completed; retry with the same Idempotency-Key to finish this purchase (your card is charged at most once). Without a retry nothing is bought, the seats are released and any charge made is refunded by %s",
+				p.intent.CreatedAt.Add(settleGraceNow()).Format(time.RFC3339))}
+		}
+		s.releaseSeats(ctx, sub.ID)
 		return nil, &Error{Status: 502, Message: "the payment could not be completed; nothing was created, and any charge made will be refunded. Try again in a moment"}
 	}
-
-	// 3. Everything else in one transaction, which marks the intent done;
-	// refund when it fails.
-	var sub *Subscription
-	for attempt := 1; ; attempt++ {
-		sub, err = s.createSubscription(ctx, subID, userID, pool.ID, intent.ID, order, amount, ref)
-		if !errors.Is(err, ErrConflict) || attempt == seatAttempts {
-			break
-		}
-	}
-	if err != nil {
-		if s.refundIntent(ctx, intent.ID, idem, ref, "the subscription could not be created") {
+	if err := s.activate(ctx, p.intent.ID, ref); err != nil {
+		if s.refundIntent(ctx, p.intent.ID, p.intent.IdempotencyKey, ref, "the subscription could not be recorded") {
 			// The commit went through after all (its answer was lost).
-			s.logger.Error("subscribe: the subscription was created although its transaction reported an error",
-				zap.String("subscription_id", subID), zap.Error(err))
-			return nil, &Error{Status: 503, Message: "the subscription may have been created; look at GET /api/subscriptions before trying again"}
+			s.logger.Error("subscribe: the subscription was activated although its transaction reported an error",
+				zap.String("subscription_id", sub.ID), zap.Error(err))
+			return nil, &Error{Status: 503, Message: fmt.Sprintf("the subscription may have been created; look at GET /api/pools/%s/my-subscriptions before trying again", p.pool.Slug)}
 		}
-		if errors.Is(err, ErrConflict) {
-			return nil, Conflict("sold out: other subscriptions took the seats while yours was being charged; your charge was refunded. Look at GET /api/pools/%s and try again", pool.Slug)
-		}
+		s.releaseSeats(ctx, sub.ID)
 		if errors.Is(err, errIntentTaken) {
 			return nil, &Error{Status: 503, Message: "the payment took too long to be recorded; your charge was refunded and nothing was created. Try again"}
 		}
 		return nil, passClientError("subscribe", err)
 	}
-	s.logger.Info("subscribed",
-		zap.String("user_id", userID), zap.String("subscription_id", sub.ID),
-		zap.String("pool", pool.Slug), zap.String("status", sub.Status), zap.String("amount", amount))
-	v, err := s.subscriptionView(sub, pool, nil)
+	res, err := s.subscribeResultOf(ctx, sub.UserID, sub.ID)
 	if err != nil {
 		return nil, err
 	}
-	return &SubscribeResult{SubscriptionView: v, AmountCharged: amount}, nil
+	if res == nil {
+		return nil, fmt.Errorf("subscribe: subscription %s vanished after its activation", sub.ID)
+	}
+	s.logger.Info("subscribed",
+		zap.String("user_id", sub.UserID), zap.String("subscription_id", sub.ID),
+		zap.String("pool", p.pool.Slug), zap.String("status", res.Status), zap.String("amount", res.AmountCharged))
+	return res, nil
 }
 
-// createSubscription writes the paid subscription, its seats and its charge
-// record in one transaction, and marks the charge intent done (refusing with
-// errIntentTaken when settlement claimed it). ErrConflict means a concurrent subscription
-// took a seat it picked: the caller tries again with fresh seats.
-func (s *Service) createSubscription(ctx context.Context, subID, userID, poolID, intentID string, o *subscribeOrder, amount, ref string) (*Subscription, error) {
-	var sub *Subscription
-	err := s.store.Update(ctx, func(tx Tx) error {
-		if err := markIntentDoneTx(tx, intentID, ref, s.clock()); err != nil {
-			return err
-		}
+// purchaser reads the buyer with the card to charge.
+func (s *Service) purchaser(ctx context.Context, userID string) (*User, error) {
+	var user *User
+	err := s.store.View(ctx, func(tx Tx) error {
 		var err error
-		if sub, err = s.newSubscriptionTx(tx, subID, userID, poolID, o, SubActive); err != nil {
-			return err
-		}
-		now := sub.CreatedAt
-		if err := tx.CreateSubscription(sub); err != nil {
-			return err
-		}
-		return tx.CreateCharge(&Charge{
-			ID:             newID(),
-			UserID:         userID,
-			SubscriptionID: sub.ID,
-			PeriodStart:    now,
-			Amount:         amount,
-			Status:         ChargeSucceeded,
-			ProcessorRef:   ref,
-			CreatedAt:      now,
-		})
+		user, err = tx.GetUser(userID)
+		return err
 	})
-	return sub, err
+	if err != nil {
+		return nil, passClientError("subscribe", err)
+	}
+	if user.PaymentMethod == nil {
+		return nil, Invalid(MsgNoPaymentMethod)
+	}
+	return user, nil
+}
+
+// activate records a paid purchase in one transaction: the intent done, the
+// reserved subscription active (pending_key on manual-provisioning pools)
+// with its period starting now, and its charge. errIntentTaken means
+// settlement claimed the intent first: nothing is recorded.
+func (s *Service) activate(ctx context.Context, intentID, ref string) error {
+	return s.store.Update(ctx, func(tx Tx) error {
+		in, err := tx.GetChargeIntent(intentID)
+		if err != nil {
+			return err
+		}
+		if in.Status != IntentPending {
+			return fmt.Errorf("intent %s is %s: %w", intentID, in.Status, errIntentTaken)
+		}
+		sub, err := tx.GetSubscription(in.SubscriptionID)
+		if err != nil {
+			return err
+		}
+		_, err = settleIncompleteTx(tx, sub, PaymentSucceeded, ref, s.clock())
+		return err
+	})
+}
+
+// release ends a purchase that bought nothing: the intent gets its final
+// status and the reservation is deleted, its seats free again, in one
+// transaction. A failure is logged: settlement releases it later.
+func (s *Service) release(ctx context.Context, intentID, status, ref string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	err := s.store.Update(ctx, func(tx Tx) error {
+		in, err := tx.GetChargeIntent(intentID)
+		if err != nil {
+			return err
+		}
+		if in.Status == IntentDone {
+			return nil
+		}
+		in.Status, in.UpdatedAt = status, s.clock()
+		if ref != "" {
+			in.ProcessorRef = ref
+		}
+		if err := tx.UpdateChargeIntent(in); err != nil {
+			return err
+		}
+		return deleteReservationTx(tx, in.SubscriptionID)
+	})
+	if err != nil {
+		s.logger.Warn("purchase left open for settlement", zap.String("intent_id", intentID),
+			zap.String("status", status), zap.Error(err))
+	}
+}
+
+// releaseSeats deletes a reservation whose intent stays open (settlement
+// finishes the intent); best effort, as settlement deletes it too.
+func (s *Service) releaseSeats(ctx context.Context, subID string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := s.store.Update(ctx, func(tx Tx) error { return deleteReservationTx(tx, subID) }); err != nil {
+		s.logger.Warn("reservation left for settlement", zap.String("subscription_id", subID), zap.Error(err))
+	}
+}
+
+// deleteReservationTx deletes the subscription of a purchase that bought
+// nothing, if it is still an unpaid reservation.
+func deleteReservationTx(tx Tx, subID string) error {
+	sub, err := tx.GetSubscription(subID)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if sub.Status != SubIncomplete {
+		return nil
+	}
+	return tx.DeleteSubscription(subID)
 }
 
 // newSubscriptionTx picks free seats for the order on the pool, as it is

@@ -520,4 +520,7 @@ var (
 	_ caddyhttp.MiddlewareHandler = (*Gate)(nil)
 	_ caddyfile.Unmarshaler       = (*Gate)(nil)
 	_ admission.Source            = (*accounts.Service)(nil)
+	// The service vouches for the keys it minted by their tag, so a key made
+	// on another node is admitted before this node's filter hears of it.
+	_ admission.TagChecker = (*accounts.Service)(nil)
 )

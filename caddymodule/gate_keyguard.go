@@ -235,6 +235,8 @@ func clientAddr(r *http.Request) netip.Addr {
 var (
 	keyFilterRejectsDesc = prometheus.NewDesc("timeblock_gate_key_filter_rejects_total",
 		"Unknown keys refused by the filter of live keys, without a store read.", nil, nil)
+	keyFilterTaggedDesc = prometheus.NewDesc("timeblock_gate_key_filter_tagged_total",
+		"Keys the filter of live keys did not hold yet but whose tag is valid (made on another node a moment ago), looked up in the store.", nil, nil)
 	keyFilterKeysDesc = prometheus.NewDesc("timeblock_gate_key_filter_keys",
 		"Credential hashes the filter of live keys holds.", nil, nil)
 	keyFilterReadyDesc = prometheus.NewDesc("timeblock_gate_key_filter_ready",
@@ -254,6 +256,7 @@ type keyGuardCollector struct{ kg *keyGuard }
 
 func (c keyGuardCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- keyFilterRejectsDesc
+	ch <- keyFilterTaggedDesc
 	ch <- keyFilterKeysDesc
 	ch <- keyFilterReadyDesc
 	ch <- keyFilterReadErrorsDesc
@@ -272,6 +275,7 @@ func (c keyGuardCollector) Collect(ch chan<- prometheus.Metric) {
 		ready = 1
 	}
 	ch <- prometheus.MustNewConstMetric(keyFilterRejectsDesc, prometheus.CounterValue, float64(fs.Rejects))
+	ch <- prometheus.MustNewConstMetric(keyFilterTaggedDesc, prometheus.CounterValue, float64(fs.Tagged))
 	ch <- prometheus.MustNewConstMetric(keyFilterKeysDesc, prometheus.GaugeValue, float64(fs.Keys))
 	ch <- prometheus.MustNewConstMetric(keyFilterReadyDesc, prometheus.GaugeValue, ready)
 	ch <- prometheus.MustNewConstMetric(keyFilterReadErrorsDesc, prometheus.CounterValue, float64(fs.ReadErrors))

@@ -172,7 +172,7 @@ func (r *raceResult) check(t *testing.T, where string, st accounts.Store) {
 	defer cancel()
 
 	oversold := max(0, r.soldSeats-raceSlots) // by the answers
-	withoutCharge, lostSubs := 0, 0
+	withoutCharge, lostSubs, loserCharges := 0, 0, 0
 	perHour := make(map[int]int)
 	err := st.View(ctx, func(tx accounts.Tx) error {
 		pool, err := tx.GetPoolBySlug("race")
@@ -194,6 +194,7 @@ func (r *raceResult) check(t *testing.T, where string, st accounts.Store) {
 			return err
 		}
 		found := make(map[string]bool)
+		buyers := make(map[string]bool) // users holding a subscription of the pool
 		for _, u := range users {
 			subs, err := tx.ListSubscriptionsByUser(u.ID)
 			if err != nil {
@@ -204,6 +205,7 @@ func (r *raceResult) check(t *testing.T, where string, st accounts.Store) {
 					continue
 				}
 				found[s.ID] = true
+				buyers[u.ID] = true
 				// Every sold seat is held in each hour of its blocks.
 				if want := s.Quantity * 8 * len(s.Blocks); len(s.Seats) != want {
 					t.Errorf("subscription %s holds %d seats, want %d", s.ID, len(s.Seats), want)
@@ -240,6 +242,19 @@ func (r *raceResult) check(t *testing.T, where string, st accounts.Store) {
 		if len(found) != len(r.sold) {
 			t.Errorf("the store holds %d subscriptions of pool race, the answers sold %d", len(found), len(r.sold))
 		}
+		// The processor's ledger: a buyer refused sold out must never have
+		// been charged (seats are reserved before the card is), not even
+		// charged and refunded.
+		ledger, err := tx.ListTestCharges()
+		if err != nil {
+			return err
+		}
+		for _, c := range ledger {
+			if !c.Declined && !buyers[c.UserID] {
+				t.Errorf("user %s holds no seat but was charged %s (refunded: %v)", c.UserID, c.Amount, c.Refunded)
+				loserCharges++
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -263,6 +278,7 @@ func (r *raceResult) check(t *testing.T, where string, st accounts.Store) {
 	Zero(t, "subscriptions without a charge ("+where+")", withoutCharge, "subs")
 	Zero(t, "subscriptions answered 201 but missing ("+where+")", lostSubs, "subs")
 	Zero(t, "subscribe answers other than 201 or 409 sold out ("+where+")", len(r.other), "answers")
+	Zero(t, "charges made for buyers who lost the seat race ("+where+")", loserCharges, "charges")
 	Info(t, "seats an hour asked for ("+where+")", float64(r.demandSeat), "seats")
 	Info(t, "subscriptions sold ("+where+")", float64(len(r.sold)), "subs")
 	Info(t, "seats an hour sold ("+where+")", float64(r.soldSeats), "seats")

@@ -21,9 +21,19 @@ var ErrUnknownKey = errors.New("unknown API key")
 
 // Source loads the entitlement of a credential by its lookup hash
 // (accounts.HashKey) and returns accounts.ErrNotFound for an unknown hash.
-// *accounts.Service satisfies it.
+// *accounts.Service satisfies it, and TagChecker too.
 type Source interface {
 	Entitlement(ctx context.Context, keyHash string) (*accounts.Entitlement, error)
+}
+
+// TagChecker is a Source that can tell a key it issued from a guess without
+// reading the store: keys carry a MAC under the operator's secret
+// (accounts.KeyTags). A key the filter of live keys does not hold but whose
+// tag is valid is loaded rather than refused, so a key made on another node
+// works here before this node's filter hears of it. Keys without a tag (made
+// before tags, or guessed) get the filter's answer alone.
+type TagChecker interface {
+	ValidKeyTag(key string) bool
 }
 
 // CacheConfig tunes a Cache; the zero value gives the defaults.
@@ -46,8 +56,8 @@ type CacheConfig struct {
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Filter, when set, is asked after a miss and before any load: a key it
-	// does not hold is unknown without a store read (see KeyFilter). The
-	// cache does not own it.
+	// does not hold is unknown without a store read (see KeyFilter), unless
+	// the Source is a TagChecker vouching for it. The cache does not own it.
 	Filter *KeyFilter
 }
 
@@ -186,7 +196,13 @@ func (c *Cache) Lookup(ctx context.Context, key string, now time.Time, src Sourc
 			return nil, err
 		}
 		if !ok {
-			return nil, ErrUnknownKey
+			// Checked only on the filter's "no" (guesses, and keys made on
+			// another node a moment ago), so known keys never pay for it.
+			if !validTag(src, key) {
+				c.cfg.Filter.rejects.Add(1)
+				return nil, ErrUnknownKey
+			}
+			c.cfg.Filter.tagged.Add(1)
 		}
 	}
 	c.misses.Add(1)
@@ -207,6 +223,12 @@ func (c *Cache) Lookup(ctx context.Context, key string, now time.Time, src Sourc
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// validTag reports whether src vouches for key by its tag (TagChecker).
+func validTag(src Source, key string) bool {
+	tc, ok := src.(TagChecker)
+	return ok && tc.ValidKeyTag(key)
 }
 
 func (c *Cache) fill(key string, digest [sha256.Size]byte, src Source, f *flight) {

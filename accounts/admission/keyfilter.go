@@ -59,7 +59,9 @@ type FilterConfig struct {
 // everything. Invalidate returns at once; until the read it queued has been
 // applied, a lookup that misses the set waits for it rather than answer
 // "no", so a key whose creation was announced before the request arrived
-// is always found.
+// is always found. A key made on another node whose announcement has not
+// arrived yet gets "no"; the cache loads it anyway when its tag is valid
+// (TagChecker), so that case does not depend on timing.
 type KeyFilter struct {
 	list HashLister
 	cfg  FilterConfig
@@ -81,9 +83,11 @@ type KeyFilter struct {
 	stop chan struct{}
 	done chan struct{}
 
-	rejects, waits, reads, readErrors atomic.Uint64
-	size                              atomic.Int64
-	closeOnce                         sync.Once
+	// rejects and tagged are counted by the cache, which has the last word
+	// on a "no" (a key's tag may vouch for it).
+	rejects, tagged, waits, reads, readErrors atomic.Uint64
+	size                                      atomic.Int64
+	closeOnce                                 sync.Once
 }
 
 // NewKeyFilter starts a filter with an empty, not ready set and reads the
@@ -146,7 +150,8 @@ func (f *KeyFilter) poke() {
 
 // mayExist reports whether the credential whose SHA-256 starts with k (as
 // a little-endian uint64) may be in the store. It returns ctx's error when
-// ctx ends while it waits for a queued read.
+// ctx ends while it waits for a queued read. A "no" is not counted here:
+// the caller counts a reject or a tagged key.
 func (f *KeyFilter) mayExist(ctx context.Context, k uint64) (bool, error) {
 	f.mu.RLock()
 	// A read queued before this request may bring the key: wait for the
@@ -163,7 +168,6 @@ func (f *KeyFilter) mayExist(ctx context.Context, k uint64) (bool, error) {
 		}
 		if f.applied >= target {
 			f.mu.RUnlock()
-			f.rejects.Add(1)
 			return false, nil
 		}
 		if !waited {
@@ -332,6 +336,7 @@ type FilterStats struct {
 	Keys       int64  // hashes held now
 	Ready      bool   // loaded and current: lookups of absent keys are refused
 	Rejects    uint64 // lookups refused without a store read
+	Tagged     uint64 // lookups of keys the set lacks, loaded because their tag is valid (made on another node a moment ago)
 	Waits      uint64 // lookups that waited for a queued read
 	Reads      uint64 // reads of the store (one user or all)
 	ReadErrors uint64 // reads that failed
@@ -346,6 +351,7 @@ func (f *KeyFilter) Stats() FilterStats {
 		Keys:       f.size.Load(),
 		Ready:      ready,
 		Rejects:    f.rejects.Load(),
+		Tagged:     f.tagged.Load(),
 		Waits:      f.waits.Load(),
 		Reads:      f.reads.Load(),
 		ReadErrors: f.readErrors.Load(),

@@ -1,9 +1,11 @@
 package api
 
 // Idempotency-Key on purchases (accounts/idempotency.go has the rules):
-// the request body is read once, fingerprinted with the method and path,
-// and the answer — a success or a client error — is kept for 24 hours and
-// sent again, byte for byte, for a retry with the same key and body.
+// the request body is read once, fingerprinted with the method, the pool
+// (by id, however the path named it) and the body, and the answer — a
+// success or a client error — is kept for 24 hours and sent again, byte for
+// byte, for a retry with the same key and body; after a 5xx the retry
+// carries the same purchase on.
 
 import (
 	"bytes"
@@ -25,13 +27,17 @@ const IdempotencyHeader = "Idempotency-Key"
 // ReplayHeader marks an answer sent again for a repeated Idempotency-Key.
 const ReplayHeader = "Idempotent-Replayed"
 
-// idempotent wraps a purchase endpoint: without an Idempotency-Key header it
-// runs as is.
-func (h *Handler) idempotent(fn authedFunc) authedFunc {
+// purchaseFunc is a purchase endpoint; purchaseID is the purchase an
+// Idempotency-Key names ("" without one).
+type purchaseFunc func(w http.ResponseWriter, r *http.Request, p *accounts.Principal, purchaseID string) error
+
+// idempotent wraps a purchase endpoint on /api/pools/{id}/...: without an
+// Idempotency-Key header it runs as is.
+func (h *Handler) idempotent(fn purchaseFunc) authedFunc {
 	return func(w http.ResponseWriter, r *http.Request, p *accounts.Principal) error {
 		key := r.Header.Get(IdempotencyHeader)
 		if key == "" {
-			return fn(w, r, p)
+			return fn(w, r, p, "")
 		}
 		if err := accounts.CheckIdempotencyKey(key); err != nil {
 			return err
@@ -43,7 +49,8 @@ func (h *Handler) idempotent(fn authedFunc) authedFunc {
 		if int64(len(body)) > h.opts.MaxBody {
 			return &accounts.Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", h.opts.MaxBody)}
 		}
-		sum := sha256.Sum256(append([]byte(r.Method+" "+r.URL.Path+"\n"), body...))
+		pool := h.svc.PoolID(r.Context(), r.PathValue("id"))
+		sum := sha256.Sum256(append([]byte(r.Pattern+"\n"+pool+"\n"), body...))
 		fingerprint := hex.EncodeToString(sum[:])
 
 		start, err := h.svc.BeginIdempotent(r.Context(), p.UserID, key, fingerprint)
@@ -60,18 +67,13 @@ func (h *Handler) idempotent(fn authedFunc) authedFunc {
 		}
 
 		rec := httptest.NewRecorder()
-		if start.Recovered != nil {
-			writeData(rec, http.StatusCreated, start.Recovered)
-		} else {
-			r2 := r.WithContext(accounts.WithSubscriptionID(r.Context(), start.SubscriptionID))
-			r2.Body = io.NopCloser(bytes.NewReader(body))
-			if err := fn(rec, r2, p); err != nil {
-				writeError(rec, h.logger, err)
-			}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if err := fn(rec, r, p, start.PurchaseID); err != nil {
+			writeError(rec, h.logger, err)
 		}
 		if err := h.svc.FinishIdempotent(r.Context(), p.UserID, key, fingerprint, rec.Code, rec.Body.Bytes()); err != nil {
 			// The purchase is done; only its replay is missing: a retry gets
-			// 409 in progress until the lease ends, then the rebuilt answer.
+			// its outcome (accounts/idempotency.go).
 			h.logger.Error("recording the answer of an idempotent request", zap.Error(err))
 		}
 		for k, v := range rec.Header() {

@@ -133,19 +133,20 @@ func TestIdempotentDeclineIsReplayed(t *testing.T) {
 	})
 }
 
-func fingerprint(path, body string) string {
-	sum := sha256.Sum256([]byte("POST " + path + "\n" + body))
+// fingerprint is what the handler records for a subscribe to poolID.
+func fingerprint(poolID, body string) string {
+	sum := sha256.Sum256([]byte("POST /api/pools/{id}/subscribe\n" + poolID + "\n" + body))
 	return hex.EncodeToString(sum[:])
 }
 
 // TestIdempotentAbandonedRequest: a node died while a request ran under
-// the key. Within the lease a retry is told to wait; after it, the
-// subscription the dead request created is the answer, or, when it created
-// none, the purchase runs again.
+// the key. When its purchase was recorded, a retry gets it at once, lease
+// or not; when nothing shows it ended, a retry within the lease is told to
+// wait, and after the lease the same purchase runs on.
 func TestIdempotentAbandonedRequest(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newHTTPEnv(t, st, 1<<12)
-		e.pool("alpha", accounts.PoolActive, 3, false)
+		pool := e.pool("alpha", accounts.PoolActive, 3, false)
 		uid, tok := e.user("ray@example.test", accounts.TestCardVisa)
 		path, body := "/api/pools/alpha/subscribe", `{"blocks":["europe"]}`
 
@@ -154,26 +155,31 @@ func TestIdempotentAbandonedRequest(t *testing.T) {
 		mustJSON(t, e.call("POST", path, tok, body).want(t, 201).Data, &made)
 		for key, resource := range map[string]string{"done": made["id"].(string), "nothing": "sub-never-created"} {
 			e.update(func(tx accounts.Tx) error {
-				return tx.PutIdempotentRequest(&accounts.IdempotentRequest{UserID: uid, Key: key, Fingerprint: fingerprint(path, body),
+				return tx.PutIdempotentRequest(&accounts.IdempotentRequest{UserID: uid, Key: key, Fingerprint: fingerprint(pool.ID, body),
 					ResourceID: resource, CreatedAt: e.clock()})
 			})
 		}
-		if r, _, _ := e.purchase(path, tok, body, "done"); r.Status != 409 || !strings.Contains(r.Error, "still being processed") {
-			t.Fatalf("within the lease: %d %q, want 409 in progress", r.Status, r.Error)
-		}
-		e.advance(11 * time.Minute)
 		calls := e.proc.Calls()
 		r, _, _ := e.purchase(path, tok, body, "done")
 		r.want(t, 201)
 		var got map[string]any
 		json.Unmarshal(r.Data, &got)
 		if got["id"] != made["id"] || got["amountCharged"] != made["amountCharged"] || e.proc.Calls() != calls {
-			t.Fatalf("after the lease: %v, want the dead request's subscription %v and no charge", got, made["id"])
+			t.Fatalf("within the lease: %v, want the dead request's subscription %v and no charge", got, made["id"])
 		}
 		if r2, _, replayed := e.purchase(path, tok, body, "done"); r2.Status != 201 || !replayed {
 			t.Errorf("the rebuilt answer is not kept: %d replayed %v", r2.Status, replayed)
 		}
-		e.buy(path, tok, body, "nothing").want(t, 201)
+		if r, _, _ := e.purchase(path, tok, body, "nothing"); r.Status != 409 || !strings.Contains(r.Error, "still being processed") {
+			t.Fatalf("within the lease: %d %q, want 409 in progress", r.Status, r.Error)
+		}
+		e.advance(11 * time.Minute)
+		r, _, _ = e.purchase(path, tok, body, "nothing")
+		r.want(t, 201)
+		json.Unmarshal(r.Data, &got)
+		if got["id"] != "sub-never-created" {
+			t.Errorf("after the lease: subscription %v, want the purchase the key named (sub-never-created)", got["id"])
+		}
 		if n := len(e.subscriptionsOf(uid)); n != 2 {
 			t.Errorf("%d subscriptions, want 2 (the dead request's and the re-run of the one that made none)", n)
 		}
@@ -240,6 +246,26 @@ func TestIdempotentRequestsArePruned(t *testing.T) {
 		})
 		if !errors.Is(err, accounts.ErrNotFound) {
 			t.Errorf("the pruned request: %v", err)
+		}
+	})
+}
+
+// TestIdempotentPoolBySlugOrID: the same purchase names its pool by slug or
+// by id; under one key it is one purchase either way.
+func TestIdempotentPoolBySlugOrID(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st accounts.Store) {
+		e := newHTTPEnv(t, st, 1<<12)
+		pool := e.pool("alpha", accounts.PoolActive, 3, false)
+		uid, tok := e.user("ray@example.test", accounts.TestCardVisa)
+		body := `{"blocks":["europe"]}`
+		r, first, _ := e.purchase("/api/pools/alpha/subscribe", tok, body, "k")
+		r.want(t, 201)
+		r, again, replayed := e.purchase("/api/pools/"+pool.ID+"/subscribe", tok, body, "k")
+		if r.Status != 201 || !replayed || !bytes.Equal(first, again) {
+			t.Fatalf("the same purchase by id: %d replayed %v %q; want the slug's answer again", r.Status, replayed, r.Error)
+		}
+		if n := len(e.subscriptionsOf(uid)); n != 1 {
+			t.Fatalf("%d subscriptions, want 1", n)
 		}
 	})
 }

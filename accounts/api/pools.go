@@ -34,12 +34,12 @@ func (h *Handler) getPool(w http.ResponseWriter, r *http.Request, _ *accounts.Pr
 // POST /api/pools/{id}/subscribe {blocks, quantity?, billingCycle?,
 // acknowledgment?} → 201 with the new subscription (key null) and the
 // amount charged.
-func (h *Handler) subscribe(w http.ResponseWriter, r *http.Request, p *accounts.Principal) error {
+func (h *Handler) subscribe(w http.ResponseWriter, r *http.Request, p *accounts.Principal, purchaseID string) error {
 	var body accounts.SubscribeRequest
 	if err := decodeBody(w, r, h.opts.MaxBody, &body, false); err != nil {
 		return err
 	}
-	res, err := h.svc.Subscribe(r.Context(), p.UserID, r.PathValue("id"), body)
+	res, err := h.svc.SubscribeAs(r.Context(), p.UserID, r.PathValue("id"), body, purchaseID)
 	if err != nil {
 		return err
 	}

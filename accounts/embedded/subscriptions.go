@@ -153,3 +153,18 @@ func (t *tx) TakenSeats(poolID string) (map[accounts.Seat]string, error) {
 	}
 	return taken, nil
 }
+
+func (t *tx) DeleteSubscription(id string) error {
+	var r subscriptionRecord
+	if err := t.mustLoad(bucketSubs, id, &r); err != nil {
+		return fmt.Errorf("delete subscription %s: %w", id, err)
+	}
+	entries := []entry{{bucketSubs, []byte(id)}, {bucketSubsByUser, compositeKey(r.UserID, id)}}
+	for _, seat := range r.Seats {
+		entries = append(entries, entry{bucketSeats, seatKey(r.PoolID, seat[0], seat[1])})
+	}
+	if err := t.delete(entries...); err != nil {
+		return fmt.Errorf("delete subscription %s: %w", id, err)
+	}
+	return nil
+}

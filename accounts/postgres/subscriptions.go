@@ -136,3 +136,9 @@ func (t *tx) TakenSeats(poolID string) (map[accounts.Seat]string, error) {
 	}
 	return taken, nil
 }
+
+// DeleteSubscription removes the subscription; its seats go with it (ON
+// DELETE CASCADE).
+func (t *tx) DeleteSubscription(id string) error {
+	return wrap(t.execOne(`DELETE FROM subscriptions WHERE id = $1`, id), "delete subscription %s", id)
+}

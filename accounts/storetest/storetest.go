@@ -33,6 +33,7 @@ func Run(t *testing.T, open func(t *testing.T) accounts.Store) {
 		{"Pools", testPools},
 		{"Subscriptions", testSubscriptions},
 		{"TakenSeats", testTakenSeats},
+		{"DeleteSubscription", testDeleteSubscription},
 		{"SubscriptionsDue", testSubscriptionsDue},
 		{"Keys", testKeys},
 		{"CombinedKeys", testCombinedKeys},
