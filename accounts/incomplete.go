@@ -167,7 +167,7 @@ func settleIncompleteTx(tx Tx, sub *Subscription, state, ref string, now time.Ti
 			if err := tx.UpdateChargeIntent(in); err != nil {
 				return "", err
 			}
-		} else if amount, err = ChargeAmount(sub.MonthlyPrice, sub.BillingCycle, pool.AnnualDiscount); err != nil {
+		} else if amount, err = periodAmountTx(tx, sub); err != nil {
 			return "", err
 		}
 		sub.Status = SubActive

@@ -399,7 +399,7 @@ func (s *Service) settleAbandonedRenewal(ctx context.Context, chargeID, subID st
 		}
 		in = &ChargeIntent{
 			ID: newID(), UserID: c.UserID, SubscriptionID: subID, ChargeID: c.ID, Kind: IntentRenewal,
-			Amount: c.Amount, IdempotencyKey: renewIdempotencyKey(subID, c.PeriodStart),
+			Amount: c.Amount, IdempotencyKey: chargeKeyRenewal(subID, c.PeriodStart),
 			Status: IntentSettling, CreatedAt: now, UpdatedAt: now,
 		}
 		return tx.CreateChargeIntent(in)

@@ -189,11 +189,6 @@ func cancelTx(tx Tx, sub *Subscription, now time.Time) error {
 	return tx.UpdateKey(k)
 }
 
-// renewIdempotencyKey names the renewal charge of one period.
-func renewIdempotencyKey(subID string, periodStart time.Time) string {
-	return "renew:" + subID + ":" + periodStart.UTC().Format(time.RFC3339Nano)
-}
-
 // renew charges the next period of an active subscription whose period
 // ended: claim, charge, record.
 func (s *Service) renew(ctx context.Context, subID string, now time.Time) (dueOutcome, error) {
@@ -238,11 +233,7 @@ func (s *Service) renew(ctx context.Context, subID string, now time.Time) (dueOu
 				return nil // another node holds it
 			}
 		}
-		pool, err := tx.GetPool(cur.PoolID)
-		if err != nil {
-			return err
-		}
-		amount, err := ChargeAmount(cur.MonthlyPrice, cur.BillingCycle, pool.AnnualDiscount)
+		amount, err := periodAmountTx(tx, cur)
 		if err != nil {
 			return err
 		}
@@ -275,7 +266,7 @@ func (s *Service) renew(ctx context.Context, subID string, now time.Time) (dueOu
 			UserID:         userID,
 			MethodID:       method.ID,
 			Amount:         charge.Amount,
-			IdempotencyKey: renewIdempotencyKey(subID, charge.PeriodStart),
+			IdempotencyKey: chargeKeyRenewal(subID, charge.PeriodStart),
 			Description:    fmt.Sprintf("Timeblock subscription %s, period from %s", subID, charge.PeriodStart.Format(time.DateOnly)),
 		})
 		if errors.Is(err, ErrDeclined) {

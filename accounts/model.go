@@ -117,14 +117,19 @@ type Seat struct {
 
 // Subscription is a user's purchase of seats in one or more blocks of a pool.
 type Subscription struct {
-	ID                 string
-	UserID             string
-	PoolID             string
-	Status             string
-	Blocks             []Block
-	Quantity           int
-	BillingCycle       string
-	MonthlyPrice       string // exact decimal string
+	ID           string
+	UserID       string
+	PoolID       string
+	Status       string
+	Blocks       []Block
+	Quantity     int
+	BillingCycle string
+	MonthlyPrice string // exact decimal string
+	// PeriodAmount is what each period costs (the whole year on a yearly
+	// cycle), fixed at purchase: renewals charge it whatever the pool's
+	// prices or annual discount become. "" on subscriptions bought before it
+	// was kept (periodAmountTx).
+	PeriodAmount       string
 	CancelAtPeriodEnd  bool
 	CurrentPeriodStart time.Time
 	CurrentPeriodEnd   time.Time

@@ -88,7 +88,7 @@ func (s *Service) PaymentFailed(ctx context.Context, subID string) (*PaymentFail
 			return err
 		}
 		now := s.clock()
-		if err := failCurrentChargeTx(tx, sub, pool, now); err != nil {
+		if err := failCurrentChargeTx(tx, sub, now); err != nil {
 			return err
 		}
 		sub.Status = SubPastDue
@@ -114,7 +114,7 @@ func (s *Service) PaymentFailed(ctx context.Context, subID string) (*PaymentFail
 
 // failCurrentChargeTx marks the charge of sub's current period failed,
 // recording one when none exists.
-func failCurrentChargeTx(tx Tx, sub *Subscription, pool *Pool, now time.Time) error {
+func failCurrentChargeTx(tx Tx, sub *Subscription, now time.Time) error {
 	charges, err := tx.ListCharges(sub.ID)
 	if err != nil {
 		return err
@@ -125,7 +125,7 @@ func failCurrentChargeTx(tx Tx, sub *Subscription, pool *Pool, now time.Time) er
 			return tx.UpdateCharge(c)
 		}
 	}
-	amount, err := ChargeAmount(sub.MonthlyPrice, sub.BillingCycle, pool.AnnualDiscount)
+	amount, err := periodAmountTx(tx, sub)
 	if err != nil {
 		return fmt.Errorf("amount of subscription %s: %w", sub.ID, err)
 	}

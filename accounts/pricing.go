@@ -194,3 +194,48 @@ func canonicalAmount(s string) string {
 	}
 	return formatAmount(r)
 }
+
+// periodAmountTx returns what one period of sub costs: fixed at purchase
+// (Subscription.PeriodAmount), so that a reload changing the pool's prices
+// or annual discount never changes what an existing subscription pays. A
+// subscription bought before that was kept pays what its first charge
+// says; one without a succeeded charge, today's price of its order.
+func periodAmountTx(tx Tx, sub *Subscription) (string, error) {
+	if sub.PeriodAmount != "" {
+		return sub.PeriodAmount, nil
+	}
+	charges, err := tx.ListCharges(sub.ID)
+	if err != nil {
+		return "", err
+	}
+	for _, c := range charges { // oldest first
+		if c.Status == ChargeSucceeded {
+			return c.Amount, nil
+		}
+	}
+	pool, err := tx.GetPool(sub.PoolID)
+	if err != nil {
+		return "", err
+	}
+	return ChargeAmount(sub.MonthlyPrice, sub.BillingCycle, pool.AnnualDiscount)
+}
+
+// MinimumCharge is the least a processor can charge, in USD: Stripe refuses
+// a payment under 0.50. The smallest purchase (one seat of one block for a
+// month) costs the block's price, so a price under it could never be sold;
+// configuration refuses it (CheckBlockPrice), with either processor, so that
+// the quick start fails where production would.
+const MinimumCharge = "0.50"
+
+// CheckBlockPrice reports what is wrong with a block's monthly price per
+// seat: not a plain decimal, or under MinimumCharge.
+func CheckBlockPrice(price string) error {
+	r, err := parseAmount(price)
+	if err != nil {
+		return err
+	}
+	if min, _ := parseAmount(MinimumCharge); r.Cmp(min) < 0 {
+		return fmt.Errorf("%s is under %s USD, the least a payment processor charges (Stripe's minimum): the smallest purchase, one seat for a month, costs the block's price", price, MinimumCharge)
+	}
+	return nil
+}

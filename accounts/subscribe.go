@@ -550,6 +550,7 @@ func (s *Service) newSubscriptionTx(tx Tx, subID, userID, poolID string, o *subs
 		Quantity:           o.quantity,
 		BillingCycle:       o.cycle,
 		MonthlyPrice:       o.monthly,
+		PeriodAmount:       o.amount,
 		CurrentPeriodStart: now,
 		CurrentPeriodEnd:   nextPeriodEnd(now, o.cycle),
 		TermsVersion:       o.terms,

@@ -8,6 +8,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/dustin/go-humanize"
+
+	"github.com/timeblock/timeblock/accounts"
 )
 
 func init() {
@@ -218,8 +220,8 @@ func parsePool(d *caddyfile.Dispenser) (*PoolConfig, error) {
 			default:
 				return nil, d.Errf("unknown block %q (use asia, europe or americas)", args[0])
 			}
-			if _, perr := parseDecimal(args[1]); perr != nil {
-				return nil, d.Errf("block %s: %v", args[0], perr)
+			if perr := accounts.CheckBlockPrice(args[1]); perr != nil {
+				return nil, d.Errf("pool %s: block %s: %v", p.Slug, args[0], perr)
 			}
 			if _, dup := p.Blocks[args[0]]; dup {
 				return nil, d.Errf("block %s is priced twice", args[0])

@@ -67,6 +67,8 @@ func TestAppCaddyfileErrors(t *testing.T) {
 		{"bad price", "timeblock {\n pool p {\n block asia 1e3\n }\n}", "not a plain decimal"},
 		{"negative price", "timeblock {\n pool p {\n block asia -3\n }\n}", "not a plain decimal"},
 		{"block twice", "timeblock {\n pool p {\n block asia 3\n block asia 4\n }\n}", "priced twice"},
+		{"price under the processor minimum", "timeblock {\n pool cheap {\n block asia 0.01\n }\n}", "pool cheap: block asia: 0.01 is under 0.50 USD"},
+		{"free block", "timeblock {\n pool p {\n block europe 0\n }\n}", "block europe: 0 is under 0.50 USD"},
 		{"bad discount", "timeblock {\n pool p {\n annual_discount ten\n }\n}", "annual_discount"},
 		{"bad bool", "timeblock {\n pool p {\n manual_provisioning maybe\n }\n}", "is not true or false"},
 		{"unknown pool option", "timeblock {\n pool p {\n gpus 8\n }\n}", `unknown pool option "gpus"`},
@@ -106,6 +108,7 @@ func TestAppValidate(t *testing.T) {
 		{"bad status", func(a *App) { a.Pools[0].Status = "open" }, `unknown status "open"`},
 		{"zero slots", func(a *App) { a.Pools[0].Slots = 0 }, "slots must be at least 1"},
 		{"discount of one", func(a *App) { a.Pools[0].AnnualDiscount = "1" }, "below 1"},
+		{"price under the processor minimum", func(a *App) { a.Pools[0].Blocks["asia"] = "0.49" }, `pool "p": block asia price: 0.49 is under 0.50 USD`},
 		{"duplicate pool", func(a *App) { a.Pools = append(a.Pools, a.Pools[0]) }, "defined twice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -66,7 +66,7 @@ func (p *PoolConfig) validate() error {
 		if !accounts.Block(b).Valid() {
 			return fmt.Errorf("unknown block %q (use asia, europe or americas)", b)
 		}
-		if _, err := parseDecimal(price); err != nil {
+		if err := accounts.CheckBlockPrice(price); err != nil {
 			return fmt.Errorf("block %s price: %w", b, err)
 		}
 	}

@@ -69,6 +69,7 @@ type subscriptionRecord struct {
 	Quantity           int       `json:"quantity"`
 	BillingCycle       string    `json:"billing_cycle"`
 	MonthlyPrice       string    `json:"monthly_price"`
+	PeriodAmount       string    `json:"period_amount,omitempty"`
 	CancelAtPeriodEnd  bool      `json:"cancel_at_period_end,omitempty"`
 	CurrentPeriodStart time.Time `json:"current_period_start"`
 	CurrentPeriodEnd   time.Time `json:"current_period_end"`
@@ -193,7 +194,7 @@ func (r *poolRecord) pool() *accounts.Pool {
 func newSubscriptionRecord(s *accounts.Subscription) *subscriptionRecord {
 	r := &subscriptionRecord{
 		ID: s.ID, UserID: s.UserID, PoolID: s.PoolID, Status: s.Status, Quantity: s.Quantity,
-		BillingCycle: s.BillingCycle, MonthlyPrice: s.MonthlyPrice, CancelAtPeriodEnd: s.CancelAtPeriodEnd,
+		BillingCycle: s.BillingCycle, MonthlyPrice: s.MonthlyPrice, PeriodAmount: s.PeriodAmount, CancelAtPeriodEnd: s.CancelAtPeriodEnd,
 		CurrentPeriodStart: ts(s.CurrentPeriodStart), CurrentPeriodEnd: ts(s.CurrentPeriodEnd),
 		PastDueSince: ts(s.PastDueSince), TermsVersion: s.TermsVersion, AckVia: s.AckVia,
 		CreatedAt: ts(s.CreatedAt), UpdatedAt: ts(s.UpdatedAt),
@@ -213,7 +214,7 @@ func newSubscriptionRecord(s *accounts.Subscription) *subscriptionRecord {
 func (r *subscriptionRecord) subscription() *accounts.Subscription {
 	s := &accounts.Subscription{
 		ID: r.ID, UserID: r.UserID, PoolID: r.PoolID, Status: r.Status, Quantity: r.Quantity,
-		BillingCycle: r.BillingCycle, MonthlyPrice: r.MonthlyPrice, CancelAtPeriodEnd: r.CancelAtPeriodEnd,
+		BillingCycle: r.BillingCycle, MonthlyPrice: r.MonthlyPrice, PeriodAmount: r.PeriodAmount, CancelAtPeriodEnd: r.CancelAtPeriodEnd,
 		CurrentPeriodStart: r.CurrentPeriodStart.UTC(), CurrentPeriodEnd: r.CurrentPeriodEnd.UTC(),
 		PastDueSince: r.PastDueSince.UTC(), TermsVersion: r.TermsVersion, AckVia: r.AckVia,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),

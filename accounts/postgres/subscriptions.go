@@ -12,7 +12,7 @@ import (
 // subscriptionColumns lists a subscription's columns, then its seats as two
 // parallel arrays, ordered by hour and slot index.
 const subscriptionColumns = `s.id, s.user_id, s.pool_id, s.status, s.blocks, s.quantity, s.billing_cycle,
-	s.monthly_price, s.cancel_at_period_end, s.current_period_start, s.current_period_end, s.past_due_since,
+	s.monthly_price, s.period_amount, s.cancel_at_period_end, s.current_period_start, s.current_period_end, s.past_due_since,
 	s.terms_version, s.ack_via, s.created_at, s.updated_at,
 	ARRAY(SELECT hour FROM seats WHERE subscription_id = s.id ORDER BY hour, slot_index),
 	ARRAY(SELECT slot_index FROM seats WHERE subscription_id = s.id ORDER BY hour, slot_index)`
@@ -23,7 +23,7 @@ func scanSubscription(row pgx.Row) (*accounts.Subscription, error) {
 	var pastDue *time.Time
 	var hours, slots []int
 	err := row.Scan(&s.ID, &s.UserID, &s.PoolID, &s.Status, &blocks, &s.Quantity, &s.BillingCycle,
-		&s.MonthlyPrice, &s.CancelAtPeriodEnd, &s.CurrentPeriodStart, &s.CurrentPeriodEnd, &pastDue,
+		&s.MonthlyPrice, &s.PeriodAmount, &s.CancelAtPeriodEnd, &s.CurrentPeriodStart, &s.CurrentPeriodEnd, &pastDue,
 		&s.TermsVersion, &s.AckVia, &s.CreatedAt, &s.UpdatedAt, &hours, &slots)
 	if err != nil {
 		return nil, err
@@ -49,7 +49,7 @@ func subscriptionArgs(s *accounts.Subscription) []any {
 		blocks[i] = string(b)
 	}
 	return []any{s.ID, s.UserID, s.PoolID, s.Status, blocks, s.Quantity, s.BillingCycle,
-		s.MonthlyPrice, s.CancelAtPeriodEnd, ts(s.CurrentPeriodStart), ts(s.CurrentPeriodEnd), nullTS(s.PastDueSince),
+		s.MonthlyPrice, s.PeriodAmount, s.CancelAtPeriodEnd, ts(s.CurrentPeriodStart), ts(s.CurrentPeriodEnd), nullTS(s.PastDueSince),
 		s.TermsVersion, s.AckVia, ts(s.CreatedAt), ts(s.UpdatedAt)}
 }
 
@@ -72,9 +72,9 @@ func insertSeats(ctx context.Context, db dbtx, s *accounts.Subscription) error {
 func (t *tx) CreateSubscription(s *accounts.Subscription) error {
 	err := t.write(func(db dbtx) error {
 		_, err := db.Exec(t.ctx, `INSERT INTO subscriptions (id, user_id, pool_id, status, blocks, quantity,
-			billing_cycle, monthly_price, cancel_at_period_end, current_period_start, current_period_end,
+			billing_cycle, monthly_price, period_amount, cancel_at_period_end, current_period_start, current_period_end,
 			past_due_since, terms_version, ack_via, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`, subscriptionArgs(s)...)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`, subscriptionArgs(s)...)
 		if err != nil {
 			return err
 		}
@@ -91,9 +91,9 @@ func (t *tx) GetSubscription(id string) (*accounts.Subscription, error) {
 func (t *tx) UpdateSubscription(s *accounts.Subscription) error {
 	err := t.write(func(db dbtx) error {
 		err := execOne(t.ctx, db, `UPDATE subscriptions SET user_id = $2, pool_id = $3, status = $4, blocks = $5,
-			quantity = $6, billing_cycle = $7, monthly_price = $8, cancel_at_period_end = $9,
-			current_period_start = $10, current_period_end = $11, past_due_since = $12, terms_version = $13,
-			ack_via = $14, created_at = $15, updated_at = $16 WHERE id = $1`, subscriptionArgs(s)...)
+			quantity = $6, billing_cycle = $7, monthly_price = $8, period_amount = $9, cancel_at_period_end = $10,
+			current_period_start = $11, current_period_end = $12, past_due_since = $13, terms_version = $14,
+			ack_via = $15, created_at = $16, updated_at = $17 WHERE id = $1`, subscriptionArgs(s)...)
 		if err != nil {
 			return err
 		}

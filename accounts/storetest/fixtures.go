@@ -109,6 +109,7 @@ func (f *fixtures) subscription(u *accounts.User, p *accounts.Pool, held []accou
 		Quantity:           1,
 		BillingCycle:       accounts.CycleMonth,
 		MonthlyPrice:       "95.50",
+		PeriodAmount:       "974.10",
 		CancelAtPeriodEnd:  true,
 		CurrentPeriodStart: created,
 		CurrentPeriodEnd:   created.AddDate(0, 1, 0),

@@ -346,6 +346,12 @@ func TestWebhookSignatures(t *testing.T) {
 	if code, _ := s.deliver("evt_old", "charge.refunded", obj, testWebhookSecret, now.Add(-10*time.Minute)); code != 400 {
 		t.Errorf("stale timestamp: %d, want 400", code)
 	}
+	if code, _ := s.deliver("evt_ahead", "charge.refunded", obj, testWebhookSecret, now.Add(time.Hour)); code != 400 {
+		t.Errorf("timestamp an hour ahead: %d, want 400", code)
+	}
+	if code, _ := s.deliver("evt_skew", "charge.refunded", obj, testWebhookSecret, now.Add(time.Minute)); code != 200 {
+		t.Errorf("timestamp a minute ahead (clock skew within the tolerance): %d, want 200", code)
+	}
 	for name, header := range map[string]string{"unsigned": "", "malformed": "garbage", "no v1": fmt.Sprintf("t=%d", now.Unix())} {
 		req, _ := http.NewRequest("POST", s.srv.URL+"/api/billing/webhook", strings.NewReader(`{"id":"evt_x","type":"charge.refunded"}`))
 		if header != "" {

@@ -25,7 +25,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	stripeapi "github.com/stripe/stripe-go/v85"
 	"github.com/stripe/stripe-go/v85/webhook"
@@ -59,6 +61,11 @@ func (p *Processor) WebhookEvent(ctx context.Context, payload []byte, signature 
 		webhook.ConstructEventOptions{IgnoreAPIVersionMismatch: true})
 	if err != nil {
 		return accounts.ProcessorEvent{}, signatureError(err)
+	}
+	if signedInFuture(signature, time.Now()) {
+		// stripe-go bounds a signature's age only: one dated ahead would
+		// stay replayable until that date.
+		return accounts.ProcessorEvent{}, accounts.Invalid("the signature is dated more than %s ahead: check the clock of this server, or the delivery was forged", webhook.DefaultTolerance)
 	}
 	if ev.ID == "" || ev.Data == nil {
 		return accounts.ProcessorEvent{}, accounts.Invalid("the event has no id or no data")
@@ -170,4 +177,16 @@ func signatureError(err error) error {
 		return accounts.Invalid("the signature does not match: check that webhook_secret is this endpoint's signing secret")
 	}
 	return accounts.Invalid("the event is unreadable: %v", err)
+}
+
+// signedInFuture reports whether the Stripe-Signature header (t=<unix
+// seconds>,v1=...) is dated more than the tolerance after now.
+func signedInFuture(header string, now time.Time) bool {
+	for part := range strings.SplitSeq(header, ",") {
+		if v, ok := strings.CutPrefix(part, "t="); ok {
+			sec, err := strconv.ParseInt(v, 10, 64)
+			return err == nil && time.Unix(sec, 0).After(now.Add(webhook.DefaultTolerance))
+		}
+	}
+	return false
 }

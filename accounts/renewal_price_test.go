@@ -1,0 +1,60 @@
+package accounts_test
+
+import (
+	"testing"
+
+	"github.com/timeblock/timeblock/accounts"
+)
+
+// What a subscription pays at renewal is fixed when it is bought: a reload
+// that changes the pool's prices or annual discount (UpsertPool, as
+// provisioning does) changes nothing for it, yearly or monthly; a
+// subscription stored before the amount was kept renews at what its first
+// charge says.
+func TestRenewalChargesWhatWasBought(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st accounts.Store) {
+		e := newEnv(t, st)
+		p := e.pool("fixed", accounts.PoolActive, 3, false) // asia 80, europe 96, 0.15 off yearly
+		u, _ := e.user("fixed@example.com", accounts.TestCardVisa)
+		q := 1
+		yearly, err := e.svc.Subscribe(e.ctx, u.ID, p.Slug, accounts.SubscribeRequest{Blocks: []string{"asia"}, Quantity: &q, BillingCycle: accounts.CycleYear})
+		e.must(err)
+		monthly := e.subscribe(u, p.Slug, 1, "europe")
+		legacy := e.subscribe(u, p.Slug, 1, "americas")
+		if yearly.AmountCharged != "816" || monthly.AmountCharged != "96" || legacy.AmountCharged != "120" {
+			t.Fatalf("charged %s, %s, %s; want 816 (80×12×0.85), 96, 120", yearly.AmountCharged, monthly.AmountCharged, legacy.AmountCharged)
+		}
+		// A subscription from before the amount was kept.
+		e.update(func(tx accounts.Tx) error {
+			sub, err := tx.GetSubscription(legacy.ID)
+			if err != nil {
+				return err
+			}
+			sub.PeriodAmount = ""
+			return tx.UpdateSubscription(sub)
+		})
+
+		// The reload: every price and the discount change.
+		p.AnnualDiscount = "0.5"
+		p.BlockPrices = map[accounts.Block]string{accounts.BlockAsia: "10", accounts.BlockEurope: "10", accounts.BlockAmericas: "10"}
+		e.update(func(tx accounts.Tx) error { return tx.UpsertPool(p) })
+
+		// The monthly ones renew first, the yearly one a year on (by then
+		// the monthly ones have renewed again: only its last charge counts).
+		for _, c := range []struct {
+			id, want string
+		}{{monthly.ID, "96"}, {legacy.ID, "120"}, {yearly.ID, "816"}} {
+			sub := e.getSub(c.id)
+			e.clock.Set(sub.CurrentPeriodEnd)
+			e.lifecycle()
+			charges := e.charges(c.id)
+			last := charges[len(charges)-1]
+			if len(charges) < 2 || !last.PeriodStart.Equal(sub.CurrentPeriodEnd) || last.Status != accounts.ChargeSucceeded {
+				t.Fatalf("subscription %s: last charge %+v, want its renewal from %s", c.id, last, sub.CurrentPeriodEnd)
+			}
+			if last.Amount != c.want {
+				t.Errorf("subscription %s renewed at %s after the reload, want %s (what it was bought at)", c.id, last.Amount, c.want)
+			}
+		}
+	})
+}
