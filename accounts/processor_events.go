@@ -122,6 +122,17 @@ func (s *Service) ApplyProcessorEvent(ctx context.Context, ev ProcessorEvent) (*
 		}
 		now := s.clock()
 		if sub.Status == SubIncomplete && op == ChargeSubscribe {
+			in, err := subscribeIntentTx(tx, sub.ID, now)
+			if err != nil {
+				return err
+			}
+			if in != nil && in.ProcessorRef == "" {
+				// A reservation whose subscribe is charging it right now
+				// (subscribe.go): the subscribe records the outcome, or
+				// settlement does. Delivered again later, the event finds
+				// the subscription as that left it.
+				return &Error{Status: 503, Message: "the purchase this charge paid for is still being recorded; deliver the event again later"}
+			}
 			// Its payment waited for the customer (incomplete.go).
 			state := ""
 			switch ev.Kind {

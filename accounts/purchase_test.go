@@ -250,3 +250,39 @@ func TestUnpaidHoldsAreBounded(t *testing.T) {
 		wantStatus(t, err, 402, "3-D Secure") // a new hold once the old one ended
 	})
 }
+
+// A processor event about a reservation's charge that arrives while the
+// subscribe is still charging (a webhook faster than the charge's answer)
+// is answered 503, to be delivered again, and changes nothing: the
+// subscribe records its own outcome.
+func TestEventDuringReservationWaits(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st accounts.Store) {
+		e := newEnv(t, st)
+		fp := e.withLossyProcessor()
+		p := e.pool("webhook-race", accounts.PoolActive, 1, false)
+		u, _ := e.user("race@example.com", accounts.TestCardVisa)
+		gate := make(chan struct{})
+		fp.hold[u.ID] = gate
+		fp.started = make(chan string, 1)
+		start, err := e.svc.BeginIdempotent(e.ctx, u.ID, "k", "fp")
+		e.must(err)
+		q := 1
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.svc.SubscribeAs(e.ctx, u.ID, p.Slug, accounts.SubscribeRequest{Blocks: []string{"asia"}, Quantity: &q}, start.PurchaseID)
+			done <- err
+		}()
+		<-fp.started
+		for _, kind := range []accounts.ProcessorEventKind{accounts.EventChargeSucceeded, accounts.EventChargeFailed} {
+			_, err = e.svc.ApplyProcessorEvent(e.ctx, accounts.ProcessorEvent{ID: "evt-" + start.PurchaseID + string(rune('a'+kind)),
+				Type: "payment_intent", Kind: kind, IdempotencyKey: "subscribe:" + start.PurchaseID, Ref: "ch_early"})
+			wantStatus(t, err, 503, "still being recorded")
+		}
+		close(gate)
+		e.must(<-done)
+		sub := e.getSub(start.PurchaseID)
+		if sub.Status != accounts.SubActive || len(e.charges(sub.ID)) != 1 {
+			t.Fatalf("after the charge: %s with %d charges, want active with one", sub.Status, len(e.charges(sub.ID)))
+		}
+	})
+}

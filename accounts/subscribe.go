@@ -448,6 +448,9 @@ func (s *Service) activate(ctx context.Context, intentID, ref string) error {
 		if err != nil {
 			return err
 		}
+		if in.Status == IntentDone {
+			return nil // recorded already (a repeat under the same key)
+		}
 		if in.Status != IntentPending {
 			return fmt.Errorf("intent %s is %s: %w", intentID, in.Status, errIntentTaken)
 		}
