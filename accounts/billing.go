@@ -29,7 +29,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
+	"net/http"
 	"sync"
 	"time"
 
@@ -52,6 +52,21 @@ type ActionRequiredError struct {
 
 func (e *ActionRequiredError) Error() string {
 	return "the payment " + e.Ref + " waits for the customer to authenticate it"
+}
+
+// SetupActionRequiredError is what Processor.SaveMethod and FinishSetup
+// return when the bank wants the card holder to authenticate the card before
+// it is set up for later off-session charges (3-D Secure on Stripe's
+// SetupIntent, status requires_action): nothing is saved yet. The page
+// confirms the setup with the client secret (Stripe.js confirmCardSetup) and
+// then finishes it with the setup id (Service.FinishSetupIntent).
+type SetupActionRequiredError struct {
+	SetupIntentID string // the processor's id of the waiting setup
+	ClientSecret  string // what the page confirms the setup with
+}
+
+func (e *SetupActionRequiredError) Error() string {
+	return "the card setup " + e.SetupIntentID + " waits for the customer to authenticate it"
 }
 
 // States of a payment that waited for the customer (Processor.PaymentStatus).
@@ -78,8 +93,18 @@ type Processor interface {
 	// Name identifies the processor in GET /api/billing/status.
 	Name() string
 	// SaveMethod validates and saves a payment method for the user; an
-	// unusable method is a 400 *Error that says what to send.
+	// unusable method is a 400 *Error that says what to send. A processor
+	// may set the method up for off-session charges first: a setup that
+	// waits for the card holder is *SetupActionRequiredError, a declined
+	// one ErrDeclined (a *DeclineError with the reason); nothing is saved
+	// then.
 	SaveMethod(ctx context.Context, userID, method string) (PaymentMethod, error)
+	// FinishSetup saves the method of a setup that waited for the card
+	// holder (a *SetupActionRequiredError's SetupIntentID) once it
+	// succeeded. Still waiting is *SetupActionRequiredError again, a failed
+	// or canceled setup ErrDeclined, an unknown setup or another user's a
+	// 404 *Error.
+	FinishSetup(ctx context.Context, userID, setupID string) (PaymentMethod, error)
 	// Charge charges the amount and returns the processor's reference.
 	// A declined card is ErrDeclined (possibly wrapped).
 	Charge(ctx context.Context, req ChargeRequest) (ref string, err error)
@@ -113,13 +138,25 @@ const (
 	// test completes with TestProcessor.Authenticate; any other charge on
 	// it is declined.
 	TestCardAuthentication = "pm_card_authenticationRequired"
+	// TestCardSetupAuthentication is a card whose bank asks for 3-D Secure
+	// when it is saved (Stripe's name for the same test card): saving it
+	// waits for the customer (*SetupActionRequiredError), which a test
+	// completes with TestProcessor.AuthenticateSetup before FinishSetup
+	// saves it; charges on it succeed.
+	TestCardSetupAuthentication = "pm_card_authenticationRequiredSetupForOffSession"
 )
 
 var testCards = map[string]PaymentMethod{
-	TestCardVisa:           {ID: TestCardVisa, Brand: "visa", Last4: "4242"},
-	TestCardMastercard:     {ID: TestCardMastercard, Brand: "mastercard", Last4: "4444"},
-	TestCardDeclined:       {ID: TestCardDeclined, Brand: "visa", Last4: "0341"},
-	TestCardAuthentication: {ID: TestCardAuthentication, Brand: "visa", Last4: "3184"},
+	TestCardVisa:                {ID: TestCardVisa, Brand: "visa", Last4: "4242"},
+	TestCardMastercard:          {ID: TestCardMastercard, Brand: "mastercard", Last4: "4444"},
+	TestCardDeclined:            {ID: TestCardDeclined, Brand: "visa", Last4: "0341"},
+	TestCardAuthentication:      {ID: TestCardAuthentication, Brand: "visa", Last4: "3184"},
+	TestCardSetupAuthentication: {ID: TestCardSetupAuthentication, Brand: "visa", Last4: "3155"},
+}
+
+// chargeable reports whether the test processor's charges on a method succeed.
+func chargeable(method string) bool {
+	return method == TestCardVisa || method == TestCardMastercard || method == TestCardSetupAuthentication
 }
 
 // TestProcessor is the built-in processor: no money moves. Visa and
@@ -145,6 +182,15 @@ type TestProcessor struct {
 	// the customer, by reference (in memory even with a store: a restart
 	// forgets them, and they count as failed).
 	waiting map[string]*testWaiting
+	// setups holds the card setups on TestCardSetupAuthentication, by id
+	// (in memory too: after a restart the card is saved again).
+	setups map[string]*testSetup
+}
+
+// testSetup is a card setup of the test processor waiting for the customer.
+type testSetup struct {
+	userID, method string
+	authenticated  bool
 }
 
 // testWaiting is a payment of the test processor waiting for the customer.
@@ -158,7 +204,8 @@ func NewTestProcessor() *TestProcessor {
 	return &TestProcessor{byKey: make(map[string]*TestCharge)}
 }
 
-// NewTestProcessorOn returns a test processor whose ledger lives in st.
+// NewTestProcessorOn returns a test processor whose ledger lives in st,
+// whose transactions must implement TestLedgerTx (both stores' do).
 func NewTestProcessorOn(st Store) *TestProcessor {
 	return &TestProcessor{store: st}
 }
@@ -166,18 +213,57 @@ func NewTestProcessorOn(st Store) *TestProcessor {
 // Name returns "test".
 func (p *TestProcessor) Name() string { return "test" }
 
-// SaveMethod accepts the test card names.
-func (p *TestProcessor) SaveMethod(_ context.Context, _ string, method string) (PaymentMethod, error) {
+// SaveMethod accepts the test card names. TestCardSetupAuthentication
+// waits for the customer, as a bank asking for 3-D Secure on the setup does.
+func (p *TestProcessor) SaveMethod(_ context.Context, userID string, method string) (PaymentMethod, error) {
 	pm, ok := testCards[method]
 	if !ok {
-		return PaymentMethod{}, Invalid("unknown payment method %q: the test processor accepts %s, %s (charges succeed), %s (saved, every charge declined) and %s (a subscribe waits for 3-D Secure)",
-			method, TestCardVisa, TestCardMastercard, TestCardDeclined, TestCardAuthentication)
+		return PaymentMethod{}, Invalid("unknown payment method %q: the test processor accepts %s, %s (charges succeed), %s (saved, every charge declined), %s (a subscribe waits for 3-D Secure) and %s (saving it waits for 3-D Secure)",
+			method, TestCardVisa, TestCardMastercard, TestCardDeclined, TestCardAuthentication, TestCardSetupAuthentication)
 	}
-	return pm, nil
+	if method != TestCardSetupAuthentication {
+		return pm, nil
+	}
+	id := "seti_test_" + newID()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.setups == nil {
+		p.setups = make(map[string]*testSetup)
+	}
+	p.setups[id] = &testSetup{userID: userID, method: method}
+	return PaymentMethod{}, &SetupActionRequiredError{SetupIntentID: id, ClientSecret: id + "_secret_test"}
 }
 
-// Charge succeeds for the Visa and Mastercard test cards and is declined
-// for every other method. A repeated idempotency key gets the first outcome.
+// AuthenticateSetup completes a waiting card setup as the customer's 3-D
+// Secure would; FinishSetup then saves the card. It fails for an unknown
+// setup.
+func (p *TestProcessor) AuthenticateSetup(_ context.Context, setupID string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st, ok := p.setups[setupID]
+	if !ok {
+		return fmt.Errorf("test processor: no card setup %s waits for authentication", setupID)
+	}
+	st.authenticated = true
+	return nil
+}
+
+// FinishSetup saves the card of an authenticated setup of the user.
+func (p *TestProcessor) FinishSetup(_ context.Context, userID, setupID string) (PaymentMethod, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st, ok := p.setups[setupID]
+	if !ok || st.userID != userID {
+		return PaymentMethod{}, NotFound("no card setup %s", setupID)
+	}
+	if !st.authenticated {
+		return PaymentMethod{}, &SetupActionRequiredError{SetupIntentID: setupID, ClientSecret: setupID + "_secret_test"}
+	}
+	return testCards[st.method], nil
+}
+
+// Charge succeeds for the Visa, Mastercard and set-up test cards and is
+// declined for every other method. A repeated idempotency key gets the first outcome.
 func (p *TestProcessor) Charge(ctx context.Context, req ChargeRequest) (string, error) {
 	p.mu.Lock()
 	p.calls++
@@ -190,10 +276,10 @@ func (p *TestProcessor) Charge(ctx context.Context, req ChargeRequest) (string, 
 	c := &TestCharge{
 		Ref: "ch_test_" + hex.EncodeToString(sum[:12]), UserID: req.UserID, MethodID: req.MethodID,
 		Amount: req.Amount, IdempotencyKey: key, Description: req.Description,
-		Declined:  req.MethodID != TestCardVisa && req.MethodID != TestCardMastercard,
+		Declined:  !chargeable(req.MethodID),
 		CreatedAt: time.Now().UTC().Truncate(time.Microsecond),
 	}
-	if req.MethodID == TestCardAuthentication && strings.HasPrefix(key, "subscribe:") {
+	if req.MethodID == TestCardAuthentication && ChargeKind(key) == ChargeSubscribe {
 		c.Declined = false
 		return p.waitForCustomer(ctx, c)
 	}
@@ -287,7 +373,7 @@ func (p *TestProcessor) ledgerState(ctx context.Context, ref string) (string, er
 	var c *TestCharge
 	err := p.store.View(ctx, func(tx Tx) error {
 		var err error
-		c, err = tx.GetTestChargeByRef(ref)
+		c, err = ledgerOf(tx).GetTestChargeByRef(ref)
 		return err
 	})
 	if errors.Is(err, ErrNotFound) || err == nil && c.Declined {
@@ -314,7 +400,7 @@ func (p *TestProcessor) record(ctx context.Context, c *TestCharge) (*TestCharge,
 	}
 	var got *TestCharge
 	err := p.store.Update(ctx, func(tx Tx) error {
-		old, err := tx.GetTestCharge(c.IdempotencyKey)
+		old, err := ledgerOf(tx).GetTestCharge(c.IdempotencyKey)
 		if err == nil {
 			got = old
 			return nil
@@ -323,12 +409,12 @@ func (p *TestProcessor) record(ctx context.Context, c *TestCharge) (*TestCharge,
 			return err
 		}
 		got = c
-		return tx.CreateTestCharge(c)
+		return ledgerOf(tx).CreateTestCharge(c)
 	})
 	if errors.Is(err, ErrConflict) {
 		// A concurrent call with the same key won: answer with its outcome.
 		err = p.store.View(ctx, func(tx Tx) error {
-			got, err = tx.GetTestCharge(c.IdempotencyKey)
+			got, err = ledgerOf(tx).GetTestCharge(c.IdempotencyKey)
 			return err
 		})
 	}
@@ -349,7 +435,7 @@ func (p *TestProcessor) Refund(ctx context.Context, ref, _ string) error {
 		return fmt.Errorf("test processor: no charge %s to refund", ref)
 	}
 	err := p.store.Update(ctx, func(tx Tx) error {
-		c, err := tx.GetTestChargeByRef(ref)
+		c, err := ledgerOf(tx).GetTestChargeByRef(ref)
 		if err != nil {
 			return err
 		}
@@ -360,7 +446,7 @@ func (p *TestProcessor) Refund(ctx context.Context, ref, _ string) error {
 			return nil
 		}
 		c.Refunded = true
-		return tx.UpdateTestCharge(c)
+		return ledgerOf(tx).UpdateTestCharge(c)
 	})
 	if err != nil {
 		return fmt.Errorf("test processor: refund %s: %w", ref, err)
@@ -379,7 +465,7 @@ func (p *TestProcessor) FindCharge(ctx context.Context, idempotencyKey string) (
 	} else {
 		err := p.store.View(ctx, func(tx Tx) error {
 			var err error
-			c, err = tx.GetTestCharge(idempotencyKey)
+			c, err = ledgerOf(tx).GetTestCharge(idempotencyKey)
 			return err
 		})
 		if err != nil && !errors.Is(err, ErrNotFound) {
@@ -403,7 +489,7 @@ func (p *TestProcessor) Ledger() []TestCharge {
 	} else {
 		_ = p.store.View(context.Background(), func(tx Tx) error {
 			var err error
-			all, err = tx.ListTestCharges()
+			all, err = ledgerOf(tx).ListTestCharges()
 			return err
 		})
 	}
@@ -446,6 +532,18 @@ type SetupIntentResult struct {
 	PastDue []string `json:"pastDue"`
 }
 
+// SetupRequiresAction is the status of a card setup waiting for the card
+// holder (the data of its 402).
+const SetupRequiresAction = "requires_action"
+
+// SetupActionView is the data of the 402 answering a card save that waits
+// for the card holder's 3-D Secure.
+type SetupActionView struct {
+	Status        string `json:"status"` // SetupRequiresAction
+	SetupIntentID string `json:"setupIntentId"`
+	ClientSecret  string `json:"clientSecret"`
+}
+
 // BillingStatus answers GET /api/billing/status.
 type BillingStatus struct {
 	HasPaymentMethod bool               `json:"hasPaymentMethod"`
@@ -455,7 +553,10 @@ type BillingStatus struct {
 }
 
 // SetupIntent saves a payment method for the user (replacing any previous
-// one) and retries the user's past-due charges with it at once.
+// one) and retries the user's past-due charges with it at once. When the
+// bank first wants the card holder to authenticate the card, nothing is
+// saved: the answer is a 402 whose data (SetupActionView) the page confirms,
+// and FinishSetupIntent saves the card afterwards.
 func (s *Service) SetupIntent(ctx context.Context, userID, method string) (*SetupIntentResult, error) {
 	if method == "" {
 		return nil, Invalid("paymentMethod is required, e.g. {\"paymentMethod\": %q}", TestCardVisa)
@@ -465,9 +566,50 @@ func (s *Service) SetupIntent(ctx context.Context, userID, method string) (*Setu
 	}
 	pm, err := s.processor.SaveMethod(ctx, userID, method)
 	if err != nil {
-		return nil, err
+		return nil, setupError(err)
 	}
-	err = s.store.Update(ctx, func(tx Tx) error {
+	return s.saveMethod(ctx, userID, pm)
+}
+
+// FinishSetupIntent saves the card of a setup that waited for the card
+// holder (the setupIntentId of SetupIntent's 402) once the bank accepted
+// it, and retries past-due charges as SetupIntent does.
+func (s *Service) FinishSetupIntent(ctx context.Context, userID, setupID string) (*SetupIntentResult, error) {
+	if len(setupID) > maxLabel {
+		return nil, Invalid("setupIntent is longer than %d characters", maxLabel)
+	}
+	pm, err := s.processor.FinishSetup(ctx, userID, setupID)
+	if err != nil {
+		return nil, setupError(err)
+	}
+	return s.saveMethod(ctx, userID, pm)
+}
+
+// setupError answers a card setup that did not save the card: 402 in both
+// cases, since nothing was saved and the user has something to do.
+func setupError(err error) error {
+	if a, ok := errors.AsType[*SetupActionRequiredError](err); ok {
+		return &Error{
+			Status: http.StatusPaymentRequired,
+			Message: "Your bank asks you to confirm this card (3-D Secure); it is not saved yet. " +
+				"Run Stripe.js confirmCardSetup(data.clientSecret), then call POST /api/billing/setup-intent again with {\"setupIntent\": \"" + a.SetupIntentID + "\"}.",
+			Data: &SetupActionView{Status: SetupRequiresAction, SetupIntentID: a.SetupIntentID, ClientSecret: a.ClientSecret},
+		}
+	}
+	if errors.Is(err, ErrDeclined) {
+		reason := DeclineReason(err)
+		if reason == "" {
+			reason = "Your card was declined."
+		}
+		return PaymentDeclined("The card was not saved. The processor says: %s Use another card.", reason)
+	}
+	return err
+}
+
+// saveMethod makes pm the user's payment method and retries the user's
+// past-due charges with it.
+func (s *Service) saveMethod(ctx context.Context, userID string, pm PaymentMethod) (*SetupIntentResult, error) {
+	err := s.store.Update(ctx, func(tx Tx) error {
 		u, err := tx.GetUser(userID)
 		if err != nil {
 			return err

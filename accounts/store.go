@@ -140,13 +140,23 @@ type Tx interface {
 	GetChargeIntent(id string) (*ChargeIntent, error)
 	UpdateChargeIntent(ci *ChargeIntent) error
 	ListOpenChargeIntents(t time.Time) ([]*ChargeIntent, error)
+}
 
-	// The built-in test processor's ledger, which it writes in transactions of
-	// its own as an outside processor would. IdempotencyKey and Ref are unique;
-	// GetTestCharge finds by idempotency key.
+// TestLedgerTx is the built-in test processor's ledger inside a store
+// transaction. It is not part of Tx: no account code reads or writes it.
+// Both stores' transactions implement it, so that the test processor keeps
+// its ledger durable and shared between nodes, as an outside processor keeps
+// its records, in transactions of its own (never inside an account
+// transaction). IdempotencyKey and Ref are unique; GetTestCharge finds by
+// idempotency key.
+type TestLedgerTx interface {
 	CreateTestCharge(c *TestCharge) error
 	GetTestCharge(idempotencyKey string) (*TestCharge, error)
 	GetTestChargeByRef(ref string) (*TestCharge, error)
 	UpdateTestCharge(c *TestCharge) error
 	ListTestCharges() ([]*TestCharge, error)
 }
+
+// ledgerOf returns the test ledger of a transaction of a store that keeps
+// one (both stores do; NewTestProcessorOn documents it).
+func ledgerOf(tx Tx) TestLedgerTx { return tx.(TestLedgerTx) }

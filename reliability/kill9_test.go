@@ -194,7 +194,7 @@ func (r *killResult) check(t *testing.T, label string, st accounts.Store, openEr
 				return err
 			}
 		}
-		if ledger, err = tx.ListTestCharges(); err != nil {
+		if ledger, err = tx.(accounts.TestLedgerTx).ListTestCharges(); err != nil {
 			return err
 		}
 		if pools, err = tx.ListPools(); err != nil {

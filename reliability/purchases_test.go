@@ -145,7 +145,7 @@ func (r *retryResult) check(t *testing.T, label string, st accounts.Store) {
 	)
 	err := st.View(context.Background(), func(tx accounts.Tx) error {
 		var err error
-		if ledger, err = tx.ListTestCharges(); err != nil {
+		if ledger, err = tx.(accounts.TestLedgerTx).ListTestCharges(); err != nil {
 			return err
 		}
 		open, err = tx.ListOpenChargeIntents(time.Now().Add(time.Hour))

@@ -245,7 +245,7 @@ func (r *raceResult) check(t *testing.T, where string, st accounts.Store) {
 		// The processor's ledger: a buyer refused sold out must never have
 		// been charged (seats are reserved before the card is), not even
 		// charged and refunded.
-		ledger, err := tx.ListTestCharges()
+		ledger, err := tx.(accounts.TestLedgerTx).ListTestCharges()
 		if err != nil {
 			return err
 		}

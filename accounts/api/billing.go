@@ -8,15 +8,29 @@ import (
 
 // POST /api/billing/setup-intent {paymentMethod} → {paymentMethod: {id,
 // brand, last4}, recovered, pastDue}. Saving a card retries the user's
-// past-due charges at once.
+// past-due charges at once. A card whose bank wants 3-D Secure first is a
+// 402 with data {status: "requires_action", setupIntentId, clientSecret};
+// the page confirms it and sends {setupIntent} to save the card.
 func (h *Handler) setupIntent(w http.ResponseWriter, r *http.Request, p *accounts.Principal) error {
 	var body struct {
 		PaymentMethod string `json:"paymentMethod"`
+		SetupIntent   string `json:"setupIntent"`
 	}
 	if err := decodeBody(w, r, h.opts.MaxBody, &body, false); err != nil {
 		return err
 	}
-	res, err := h.svc.SetupIntent(r.Context(), p.UserID, body.PaymentMethod)
+	var (
+		res *accounts.SetupIntentResult
+		err error
+	)
+	switch {
+	case body.SetupIntent != "" && body.PaymentMethod != "":
+		return accounts.Invalid("send either paymentMethod (a card to save) or setupIntent (a card setup the bank asked to confirm), not both")
+	case body.SetupIntent != "":
+		res, err = h.svc.FinishSetupIntent(r.Context(), p.UserID, body.SetupIntent)
+	default:
+		res, err = h.svc.SetupIntent(r.Context(), p.UserID, body.PaymentMethod)
+	}
 	if err != nil {
 		return err
 	}

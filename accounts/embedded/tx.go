@@ -176,4 +176,8 @@ func (t *tx) delete(entries ...entry) error {
 	return nil
 }
 
-var _ accounts.Tx = (*tx)(nil)
+// Interface guards.
+var (
+	_ accounts.Tx           = (*tx)(nil)
+	_ accounts.TestLedgerTx = (*tx)(nil)
+)

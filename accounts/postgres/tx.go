@@ -103,4 +103,8 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-var _ accounts.Tx = (*tx)(nil)
+// Interface guards.
+var (
+	_ accounts.Tx           = (*tx)(nil)
+	_ accounts.TestLedgerTx = (*tx)(nil)
+)

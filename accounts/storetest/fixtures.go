@@ -207,7 +207,7 @@ func createRecord(tx accounts.Tx, r any) error {
 	case *accounts.ChargeIntent:
 		return tx.CreateChargeIntent(r)
 	case *accounts.TestCharge:
-		return tx.CreateTestCharge(r)
+		return tx.(accounts.TestLedgerTx).CreateTestCharge(r)
 	}
 	return fmt.Errorf("storetest: no create for %T", r)
 }

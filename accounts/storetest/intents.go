@@ -167,30 +167,38 @@ func testTestCharges(t *testing.T, s accounts.Store) {
 	a, b, c := f.testCharge(), f.testCharge(), f.testCharge()
 	b.Declined = true
 	f.create(c, a, b)
-	expect(t, s, "GetTestCharge", b, func(tx accounts.Tx) (*accounts.TestCharge, error) { return tx.GetTestCharge(b.IdempotencyKey) })
-	expect(t, s, "GetTestChargeByRef", a, func(tx accounts.Tx) (*accounts.TestCharge, error) { return tx.GetTestChargeByRef(a.Ref) })
-	expect(t, s, "ListTestCharges", []*accounts.TestCharge{a, b, c}, func(tx accounts.Tx) ([]*accounts.TestCharge, error) { return tx.ListTestCharges() })
+	expect(t, s, "GetTestCharge", b, func(tx accounts.Tx) (*accounts.TestCharge, error) {
+		return tx.(accounts.TestLedgerTx).GetTestCharge(b.IdempotencyKey)
+	})
+	expect(t, s, "GetTestChargeByRef", a, func(tx accounts.Tx) (*accounts.TestCharge, error) {
+		return tx.(accounts.TestLedgerTx).GetTestChargeByRef(a.Ref)
+	})
+	expect(t, s, "ListTestCharges", []*accounts.TestCharge{a, b, c}, func(tx accounts.Tx) ([]*accounts.TestCharge, error) {
+		return tx.(accounts.TestLedgerTx).ListTestCharges()
+	})
 
 	a.Refunded = true
-	update(t, s, func(tx accounts.Tx) error { return tx.UpdateTestCharge(a) })
-	expect(t, s, "GetTestCharge after update", a, func(tx accounts.Tx) (*accounts.TestCharge, error) { return tx.GetTestCharge(a.IdempotencyKey) })
+	update(t, s, func(tx accounts.Tx) error { return tx.(accounts.TestLedgerTx).UpdateTestCharge(a) })
+	expect(t, s, "GetTestCharge after update", a, func(tx accounts.Tx) (*accounts.TestCharge, error) {
+		return tx.(accounts.TestLedgerTx).GetTestCharge(a.IdempotencyKey)
+	})
 
 	dupKey := f.testCharge()
 	dupKey.IdempotencyKey = a.IdempotencyKey
-	expectErr(t, s, "CreateTestCharge with a used idempotency key", accounts.ErrConflict, func(tx accounts.Tx) error { return tx.CreateTestCharge(dupKey) })
+	expectErr(t, s, "CreateTestCharge with a used idempotency key", accounts.ErrConflict, func(tx accounts.Tx) error { return tx.(accounts.TestLedgerTx).CreateTestCharge(dupKey) })
 	dupRef := f.testCharge()
 	dupRef.Ref = a.Ref
-	expectErr(t, s, "CreateTestCharge with a used ref", accounts.ErrConflict, func(tx accounts.Tx) error { return tx.CreateTestCharge(dupRef) })
+	expectErr(t, s, "CreateTestCharge with a used ref", accounts.ErrConflict, func(tx accounts.Tx) error { return tx.(accounts.TestLedgerTx).CreateTestCharge(dupRef) })
 	expectErr(t, s, "GetTestCharge of a missing key", accounts.ErrNotFound, func(tx accounts.Tx) error {
-		_, err := tx.GetTestCharge("no-such-key")
+		_, err := tx.(accounts.TestLedgerTx).GetTestCharge("no-such-key")
 		return err
 	})
 	expectErr(t, s, "GetTestChargeByRef of a missing ref", accounts.ErrNotFound, func(tx accounts.Tx) error {
-		_, err := tx.GetTestChargeByRef("ch_none")
+		_, err := tx.(accounts.TestLedgerTx).GetTestChargeByRef("ch_none")
 		return err
 	})
 	expectErr(t, s, "UpdateTestCharge of a missing key", accounts.ErrNotFound, func(tx accounts.Tx) error {
-		return tx.UpdateTestCharge(f.testCharge())
+		return tx.(accounts.TestLedgerTx).UpdateTestCharge(f.testCharge())
 	})
 }
 

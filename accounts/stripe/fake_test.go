@@ -1,8 +1,9 @@
 package stripe_test
 
 // fakeStripe is a small stateful Stripe for the tests where state matters:
-// customers, attached payment methods, PaymentIntents with idempotent
-// replays, declines, cards that require authentication, refunds and search.
+// customers, attached payment methods, SetupIntents, PaymentIntents with
+// idempotent replays, declines, cards that require authentication, refunds
+// and search.
 // It answers the way Stripe's API does for the calls the processor makes.
 
 import (
@@ -20,16 +21,31 @@ type fakeCard struct {
 	brand, last4 string
 	declineCode  string // "" charges succeed
 	message      string
-	authRequired bool // every payment needs 3-D Secure
+	authRequired bool // every payment and setup needs 3-D Secure
+	// setupAuth: the setup needs 3-D Secure; once set up, off-session
+	// payments succeed, on-session ones still need it.
+	setupAuth    bool
+	setupDecline bool // a SetupIntent's confirmation is declined (card_declined)
+	setupFails   bool // a SetupIntent's confirmation ends requires_payment_method
 }
 
 // fakeCards are Stripe's test tokens the fake knows.
 var fakeCards = map[string]fakeCard{
-	"pm_card_visa":                                 {brand: "visa", last4: "4242"},
-	"pm_card_mastercard":                           {brand: "mastercard", last4: "4444"},
-	"pm_card_chargeCustomerFail":                   {brand: "visa", last4: "0341", declineCode: "generic_decline", message: "Your card was declined."},
-	"pm_card_visa_chargeDeclinedInsufficientFunds": {brand: "visa", last4: "9995", declineCode: "insufficient_funds", message: "Your card has insufficient funds."},
-	"pm_card_authenticationRequired":               {brand: "visa", last4: "3184", authRequired: true},
+	"pm_card_visa":                                     {brand: "visa", last4: "4242"},
+	"pm_card_mastercard":                               {brand: "mastercard", last4: "4444"},
+	"pm_card_chargeCustomerFail":                       {brand: "visa", last4: "0341", declineCode: "generic_decline", message: "Your card was declined."},
+	"pm_card_visa_chargeDeclinedInsufficientFunds":     {brand: "visa", last4: "9995", declineCode: "insufficient_funds", message: "Your card has insufficient funds."},
+	"pm_card_authenticationRequired":                   {brand: "visa", last4: "3184", authRequired: true},
+	"pm_card_authenticationRequiredSetupForOffSession": {brand: "visa", last4: "3155", setupAuth: true},
+	"pm_card_visa_chargeDeclined":                      {brand: "visa", last4: "0002", setupDecline: true, declineCode: "generic_decline", message: "Your card was declined."},
+	// Not a Stripe token: a setup whose confirmation answers 200 with
+	// requires_payment_method and a last_setup_error.
+	"pm_card_fake_setupFails": {brand: "visa", last4: "0069", setupFails: true, declineCode: "expired_card", message: "Your card has expired."},
+}
+
+type fakeSI struct {
+	ID, Customer, PaymentMethod, Status, Usage string
+	LastError                                  string
 }
 
 type fakePI struct {
@@ -54,6 +70,8 @@ type fakeStripe struct {
 	methods   map[string]string    // pm id → card token
 	owner     map[string]string    // pm id → customer
 	pis       map[string]*fakePI   // by id
+	sis       map[string]*fakeSI   // SetupIntents by id
+	setUp     map[string]bool      // pm ids set up for off-session payments
 	replays   map[string]fakeReply // idempotency key → first answer
 	disputes  map[string][2]string // dispute id → status, payment intent id
 	requests  []fakeRequest
@@ -67,7 +85,7 @@ type fakeReply struct {
 
 func newFakeStripe(t *testing.T) *fakeStripe {
 	f := &fakeStripe{t: t, customers: map[string]string{}, methods: map[string]string{}, owner: map[string]string{},
-		pis: map[string]*fakePI{}, replays: map[string]fakeReply{}, disputes: map[string][2]string{}}
+		pis: map[string]*fakePI{}, sis: map[string]*fakeSI{}, setUp: map[string]bool{}, replays: map[string]fakeReply{}, disputes: map[string][2]string{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -105,6 +123,30 @@ func (f *fakeStripe) setPIStatus(id, status string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.pis[id].Status = status
+}
+
+// setSIStatus changes a SetupIntent's status (the page confirmed it); a
+// succeeded one sets its card up for off-session payments.
+func (f *fakeStripe) setSIStatus(id, status string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	si := f.sis[id]
+	si.Status = status
+	if status == "succeeded" {
+		f.setUp[si.PaymentMethod] = true
+	}
+}
+
+// setupIntent returns a copy of a SetupIntent, or nil.
+func (f *fakeStripe) setupIntent(id string) *fakeSI {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	si, ok := f.sis[id]
+	if !ok {
+		return nil
+	}
+	c := *si
+	return &c
 }
 
 func (f *fakeStripe) paymentIntents() []*fakePI {
@@ -181,6 +223,22 @@ func (f *fakeStripe) piJSON(pi *fakePI) map[string]any {
 		"currency": "usd", "customer": pi.Customer, "metadata": pi.Metadata, "client_secret": pi.ID + "_secret"}
 }
 
+// siJSON is a SetupIntent as Stripe answers it; expand puts the payment
+// method's object in place of its id.
+func (f *fakeStripe) siJSON(si *fakeSI, expand bool) map[string]any {
+	o := map[string]any{"id": si.ID, "object": "setup_intent", "status": si.Status, "customer": si.Customer,
+		"payment_method": si.PaymentMethod, "usage": si.Usage, "client_secret": si.ID + "_secret"}
+	if expand {
+		card := fakeCards[f.methods[si.PaymentMethod]]
+		o["payment_method"] = map[string]any{"id": si.PaymentMethod, "object": "payment_method", "type": "card",
+			"card": map[string]any{"brand": card.brand, "last4": card.last4}}
+	}
+	if si.LastError != "" {
+		o["last_setup_error"] = map[string]any{"type": "card_error", "code": "card_declined", "message": si.LastError}
+	}
+	return o
+}
+
 func (f *fakeStripe) route(method, path string, form map[string]string) (int, any) {
 	parts := strings.Split(strings.Trim(path, "/"), "/") // v1, resource, ...
 	switch {
@@ -210,6 +268,38 @@ func (f *fakeStripe) route(method, path string, form map[string]string) (int, an
 		f.owner[id] = form["customer"]
 		return 200, map[string]any{"id": id, "object": "payment_method", "type": "card",
 			"card": map[string]any{"brand": card.brand, "last4": card.last4}}
+	case method == "POST" && path == "/v1/setup_intents":
+		si := &fakeSI{ID: f.id("seti"), Customer: form["customer"], PaymentMethod: form["payment_method"], Usage: form["usage"], Status: "requires_confirmation"}
+		f.sis[si.ID] = si
+		if f.owner[si.PaymentMethod] != si.Customer {
+			si.Status = "requires_payment_method"
+			return 400, errBody("invalid_request_error", "", "", "The provided PaymentMethod does not belong to the Customer")
+		}
+		if form["confirm"] != "true" {
+			return 200, f.siJSON(si, false)
+		}
+		card := fakeCards[f.methods[si.PaymentMethod]]
+		switch {
+		case card.authRequired || card.setupAuth:
+			si.Status = "requires_action"
+		case card.setupDecline:
+			si.Status = "requires_payment_method"
+			e := errBody("card_error", "card_declined", card.declineCode, card.message)
+			e["error"].(map[string]any)["setup_intent"] = f.siJSON(si, false)
+			return 402, e
+		case card.setupFails:
+			si.Status, si.LastError = "requires_payment_method", card.message
+		default:
+			si.Status = "succeeded"
+			f.setUp[si.PaymentMethod] = true
+		}
+		return 200, f.siJSON(si, false)
+	case method == "GET" && len(parts) == 3 && parts[1] == "setup_intents":
+		si, ok := f.sis[parts[2]]
+		if !ok {
+			return 404, errBody("invalid_request_error", "resource_missing", "", "No such setupintent: '"+parts[2]+"'")
+		}
+		return 200, f.siJSON(si, form["expand[0]"] == "payment_method")
 	case method == "POST" && path == "/v1/payment_intents":
 		amount, _ := strconv.ParseInt(form["amount"], 10, 64)
 		pi := &fakePI{ID: f.id("pi"), Customer: form["customer"], PaymentMethod: form["payment_method"], Amount: amount, Metadata: map[string]string{}}
@@ -224,6 +314,11 @@ func (f *fakeStripe) route(method, path string, form map[string]string) (int, an
 			return 400, errBody("invalid_request_error", "", "", "The provided PaymentMethod does not belong to the Customer")
 		}
 		card := fakeCards[f.methods[pi.PaymentMethod]]
+		if card.setupAuth {
+			// Set up: off session the bank exempts it; on session it
+			// still asks, as for a card that always does.
+			card.authRequired = !f.setUp[pi.PaymentMethod] || form["off_session"] != "true"
+		}
 		switch {
 		case card.authRequired && form["off_session"] == "true":
 			pi.Status = "requires_payment_method"

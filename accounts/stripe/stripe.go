@@ -15,14 +15,14 @@
 //     subscribe's PaymentIntent is left in requires_action and answered
 //     *accounts.ActionRequiredError with its client secret, which the page
 //     confirms with Stripe.js (the subscription is incomplete meanwhile,
-//     accounts/incomplete.go; PaymentStatus and CancelPayment end it); a
-//     past-due retry fails at once (error_on_requires_action) and is a
-//     decline that says so; off session
-//     (renewals) Stripe answers authentication_required, also a decline, so
-//     the subscription goes past_due until the user saves a card (Stripe.js
-//     runs the authentication when the card is set up). Other than a
-//     subscribe's, a PaymentIntent left in requires_action anyway is
-//     canceled, so no payment can complete later without Timeblock knowing;
+//     accounts/incomplete.go; PaymentStatus and CancelPayment end it); off
+//     session (renewals and past-due retries, which the card's off-session
+//     SetupIntent lets the bank exempt) Stripe answers
+//     authentication_required, a decline that says so, and the subscription
+//     goes past_due until the user saves a card again (Stripe.js runs the
+//     authentication when the card is set up). Other than a subscribe's, a
+//     PaymentIntent left in requires_action anyway is canceled, so no
+//     payment can complete later without Timeblock knowing;
 //   - anything else (Stripe unreachable, a bad key): a plain error, which the
 //     caller answers 502 and settles later through FindCharge.
 package stripe
@@ -227,63 +227,20 @@ func (p *Processor) customer(ctx context.Context, userID string) (string, error)
 	return id, nil
 }
 
-// SaveMethod attaches the payment method the browser made with Stripe.js
-// (pm_...; Stripe's test tokens such as pm_card_visa work in test mode) to
-// the user's Customer and makes it the Customer's default.
-func (p *Processor) SaveMethod(ctx context.Context, userID, method string) (accounts.PaymentMethod, error) {
-	if !strings.HasPrefix(method, "pm_") {
-		return accounts.PaymentMethod{}, accounts.Invalid("paymentMethod %q is not a Stripe payment method: send the pm_... id that Stripe.js created (in test mode pm_card_visa and the other test tokens work)", method)
-	}
-	cust, err := p.customer(ctx, userID)
-	if err != nil {
-		return accounts.PaymentMethod{}, err
-	}
-	ap := &stripeapi.PaymentMethodAttachParams{Customer: stripeapi.String(cust)}
-	pm, err := p.client.V1PaymentMethods.Attach(ctx, method, ap)
-	if err != nil {
-		return accounts.PaymentMethod{}, methodError(method, err)
-	}
-	up := &stripeapi.CustomerUpdateParams{
-		InvoiceSettings: &stripeapi.CustomerUpdateInvoiceSettingsParams{DefaultPaymentMethod: stripeapi.String(pm.ID)},
-	}
-	if _, err := p.client.V1Customers.Update(ctx, cust, up); err != nil {
-		return accounts.PaymentMethod{}, fmt.Errorf("stripe: making %s the default of %s: %w", pm.ID, cust, err)
-	}
-	saved := accounts.PaymentMethod{ID: pm.ID, Brand: string(pm.Type)}
-	if pm.Card != nil {
-		saved.Brand, saved.Last4 = string(pm.Card.Brand), pm.Card.Last4
-	}
-	return saved, nil
-}
-
-// methodError turns Stripe's refusal of a payment method into a 400 that
-// says why; other failures stay errors.
-func methodError(method string, err error) error {
-	var se *stripeapi.Error
-	if !errors.As(err, &se) {
-		return fmt.Errorf("stripe: attaching %s: %w", method, err)
-	}
-	switch {
-	case se.Type == stripeapi.ErrorTypeCard:
-		return accounts.Invalid("Stripe refused this card: %s Use another card.", se.Msg)
-	case se.Code == stripeapi.ErrorCodeResourceMissing:
-		return accounts.Invalid("Stripe has no payment method %q: send the pm_... id that Stripe.js created for this site's Stripe account", method)
-	case se.Type == stripeapi.ErrorTypeInvalidRequest && se.HTTPStatusCode == http.StatusBadRequest:
-		return accounts.Invalid("Stripe refused payment method %q: %s", method, se.Msg)
-	}
-	return fmt.Errorf("stripe: attaching %s: %w", method, err)
-}
-
-// offSession reports whether a charge is made without the user present:
-// renewals ("renew:..." idempotency keys, lifecycle.go).
+// offSession reports whether a charge is made without the user able to
+// authenticate it: renewals ("renew:..." idempotency keys, lifecycle.go) and
+// past-due retries ("retry:...", made while a card is saved, with no page to
+// run 3-D Secure on). Off session the bank may exempt the charge under the
+// card's off-session SetupIntent (SaveMethod).
 func offSession(req accounts.ChargeRequest) bool {
-	return strings.HasPrefix(req.IdempotencyKey, "renew:")
+	kind := accounts.ChargeKind(req.IdempotencyKey)
+	return kind == accounts.ChargeRenewal || kind == accounts.ChargeRetry
 }
 
 // waitsForCustomer reports whether a charge may wait for the customer's
 // authentication: a subscribe's ("subscribe:..." idempotency keys).
 func waitsForCustomer(req accounts.ChargeRequest) bool {
-	return strings.HasPrefix(req.IdempotencyKey, "subscribe:")
+	return accounts.ChargeKind(req.IdempotencyKey) == accounts.ChargeSubscribe
 }
 
 // Charge confirms a PaymentIntent for the amount on the saved method.
@@ -375,7 +332,7 @@ func chargeError(err error) error {
 // refunded) and to FindCharge.
 func (p *Processor) cancel(ctx context.Context, id, idem string) {
 	params := &stripeapi.PaymentIntentCancelParams{}
-	params.SetIdempotencyKey("cancel:" + idem)
+	params.SetIdempotencyKey(accounts.CancelKey(idem))
 	_, _ = p.client.V1PaymentIntents.Cancel(context.WithoutCancel(ctx), id, params)
 }
 

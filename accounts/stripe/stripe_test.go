@@ -107,10 +107,15 @@ func TestSaveMethodRefusals(t *testing.T) {
 	}
 }
 
-// saved saves the card token for user-1 and returns the method id.
-func saved(t *testing.T, p *stripe.Processor, token string) string {
+// saved saves the card token for user-1 and returns the method id; a setup
+// that waits for 3-D Secure is authenticated at the fake and finished.
+func saved(t *testing.T, fake *fakeStripe, p *stripe.Processor, token string) string {
 	t.Helper()
 	pm, err := p.SaveMethod(t.Context(), "user-1", token)
+	if action, ok := errors.AsType[*accounts.SetupActionRequiredError](err); ok {
+		fake.setSIStatus(action.SetupIntentID, "succeeded")
+		pm, err = p.FinishSetup(t.Context(), "user-1", action.SetupIntentID)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +125,7 @@ func saved(t *testing.T, p *stripe.Processor, token string) string {
 func TestChargeRequestAndIdempotentReplay(t *testing.T) {
 	fake := newFakeStripe(t)
 	p := newProcessor(t, fake.URL(), newStore(t))
-	pm := saved(t, p, "pm_card_visa")
+	pm := saved(t, fake, p, "pm_card_visa")
 	req := accounts.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "40.85", IdempotencyKey: "subscribe:sub-1", Description: "Timeblock pool"}
 	ref, err := p.Charge(t.Context(), req)
 	if err != nil {
@@ -152,13 +157,13 @@ func TestChargeRequestAndIdempotentReplay(t *testing.T) {
 	if f["error_on_requires_action"] != "" {
 		t.Errorf("a subscribe charge may wait for 3-D Secure, got error_on_requires_action=%q", f["error_on_requires_action"])
 	}
-	// A past-due retry is on session and may not wait.
+	// A past-due retry is off session: no page can run 3-D Secure for it.
 	if _, err := p.Charge(t.Context(), accounts.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "12", IdempotencyKey: "retry:sub-1:c:pm"}); err != nil {
 		t.Fatal(err)
 	}
 	calls = fake.calls("POST", "/v1/payment_intents")
-	if f := calls[len(calls)-1].Form; f["error_on_requires_action"] != "true" || f["off_session"] != "" {
-		t.Errorf("retry payment intent = %+v, want error_on_requires_action, on session", f)
+	if f := calls[len(calls)-1].Form; f["off_session"] != "true" || f["error_on_requires_action"] != "" {
+		t.Errorf("retry payment intent = %+v, want off session (exempt under the card's setup)", f)
 	}
 	if calls[0].IdempotencyKey != "subscribe:sub-1" {
 		t.Errorf("Idempotency-Key = %q", calls[0].IdempotencyKey)
@@ -181,7 +186,7 @@ func TestStatementDescriptor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pm := saved(t, p, "pm_card_visa")
+	pm := saved(t, fake, p, "pm_card_visa")
 	if _, err := p.Charge(t.Context(), accounts.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "1", IdempotencyKey: "subscribe:s"}); err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +210,7 @@ func TestChargeDeclines(t *testing.T) {
 		{"pm_card_authenticationRequired", "renew:d:1", "3-D Secure"},
 	}
 	for _, tt := range tests {
-		pm := saved(t, p, tt.token)
+		pm := saved(t, fake, p, tt.token)
 		_, err := p.Charge(t.Context(), accounts.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "10", IdempotencyKey: tt.key})
 		if !errors.Is(err, accounts.ErrDeclined) {
 			t.Errorf("%s (%s): got %v, want a decline", tt.token, tt.key, err)
@@ -233,7 +238,7 @@ func TestChargeDeclines(t *testing.T) {
 func TestSubscribeWaitsForAuthentication(t *testing.T) {
 	fake := newFakeStripe(t)
 	p := newProcessor(t, fake.URL(), newStore(t))
-	pm := saved(t, p, "pm_card_authenticationRequired")
+	pm := saved(t, fake, p, "pm_card_authenticationRequired")
 	charge := func(key string) *accounts.ActionRequiredError {
 		t.Helper()
 		_, err := p.Charge(t.Context(), accounts.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "10", IdempotencyKey: key})
@@ -288,7 +293,7 @@ func TestSubscribeWaitsForAuthentication(t *testing.T) {
 func TestChargeOutageIsNotADecline(t *testing.T) {
 	fake := newFakeStripe(t)
 	p := newProcessor(t, fake.URL(), newStore(t))
-	pm := saved(t, p, "pm_card_visa")
+	pm := saved(t, fake, p, "pm_card_visa")
 	fake.mu.Lock()
 	fake.failNext = 1
 	fake.mu.Unlock()
@@ -306,7 +311,7 @@ func TestChargeOutageIsNotADecline(t *testing.T) {
 func TestRefundAndFindCharge(t *testing.T) {
 	fake := newFakeStripe(t)
 	p := newProcessor(t, fake.URL(), newStore(t))
-	pm := saved(t, p, "pm_card_visa")
+	pm := saved(t, fake, p, "pm_card_visa")
 	ref, err := p.Charge(t.Context(), accounts.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "5.5", IdempotencyKey: "subscribe:it's"})
 	if err != nil {
 		t.Fatal(err)
