@@ -609,20 +609,8 @@ func setupError(err error) error {
 // saveMethod makes pm the user's payment method and retries the user's
 // past-due charges with it.
 func (s *Service) saveMethod(ctx context.Context, userID string, pm PaymentMethod) (*SetupIntentResult, error) {
-	err := s.store.Update(ctx, func(tx Tx) error {
-		u, err := tx.GetUser(userID)
-		if err != nil {
-			return err
-		}
-		saved := pm
-		u.PaymentMethod = &saved
-		return tx.UpdateUser(u)
-	})
-	if errors.Is(err, ErrNotFound) {
-		return nil, NotFound("no user %s", userID)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("save payment method: %w", err)
+	if _, err := s.storeMethod(ctx, userID, pm); err != nil {
+		return nil, err
 	}
 	res := &SetupIntentResult{PaymentMethod: *paymentMethodView(&pm), Recovered: []string{}, PastDue: []string{}}
 	recovered, stillDue, err := s.retryPastDue(ctx, userID, pm)
@@ -633,6 +621,28 @@ func (s *Service) saveMethod(ctx context.Context, userID string, pm PaymentMetho
 	res.Recovered = append(res.Recovered, recovered...)
 	res.PastDue = append(res.PastDue, stillDue...)
 	return res, nil
+}
+
+// storeMethod makes pm the user's payment method and reports whether it
+// was not already.
+func (s *Service) storeMethod(ctx context.Context, userID string, pm PaymentMethod) (changed bool, err error) {
+	err = s.store.Update(ctx, func(tx Tx) error {
+		u, err := tx.GetUser(userID)
+		if err != nil {
+			return err
+		}
+		changed = u.PaymentMethod == nil || u.PaymentMethod.ID != pm.ID
+		saved := pm
+		u.PaymentMethod = &saved
+		return tx.UpdateUser(u)
+	})
+	if errors.Is(err, ErrNotFound) {
+		return false, NotFound("no user %s", userID)
+	}
+	if err != nil {
+		return false, fmt.Errorf("save payment method: %w", err)
+	}
+	return changed, nil
 }
 
 // BillingStatus reports the user's payment method and past-due subscriptions.

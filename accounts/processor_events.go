@@ -32,7 +32,10 @@ package accounts
 //     the subscribe that made it is surely over; a failure, refund or
 //     dispute of it while that subscribe's intent is still open is answered
 //     503 and recorded nothing, so that the processor delivers it again once
-//     the subscription exists (or surely never will).
+//     the subscription exists (or surely never will);
+//   - a card setup that waited for the card holder succeeded: the card is
+//     saved and past-due charges retried, as the page's call back would
+//     have done (applySetupSucceeded; not in one transaction, see there).
 
 import (
 	"context"
@@ -55,7 +58,14 @@ const (
 	EventChargeRefunded                            // refunded in full outside Timeblock
 	EventChargeDisputed                            // the card holder disputed it
 	EventDisputeWon                                // a dispute of the charge was decided for the seller
+	// EventSetupSucceeded: a card setup that waited for the card holder
+	// (Processor.FinishSetup, Ref its id) succeeded.
+	EventSetupSucceeded
 )
+
+// EffectCardSaved is the effect of an EventSetupSucceeded that saved the
+// card: the page that ran the setup never called back.
+const EffectCardSaved = "card_saved"
 
 // ProcessorEvent is one processor notification about a charge.
 type ProcessorEvent struct {
@@ -66,20 +76,24 @@ type ProcessorEvent struct {
 	// renew:..., retry:...), from the charge's metadata; "" when the
 	// charge is not Timeblock's.
 	IdempotencyKey string
-	Ref            string // the processor's reference of the charge
+	Ref            string // the processor's reference of the charge (of the setup for EventSetupSucceeded)
+	UserID         string // EventSetupSucceeded: the user whose card was set up
 }
 
 // ProcessorEventResult says what applying an event did.
 type ProcessorEventResult struct {
 	Duplicate      bool   // the event was applied before: nothing done
 	SubscriptionID string // the subscription it concerned, if any
-	Effect         string // "past_due", "active" or "" (recorded only)
+	Effect         string // "past_due", "active", EffectCardSaved or "" (recorded only)
 }
 
 // ApplyProcessorEvent records ev and applies its effect in one transaction.
 func (s *Service) ApplyProcessorEvent(ctx context.Context, ev ProcessorEvent) (*ProcessorEventResult, error) {
 	if ev.ID == "" {
 		return nil, Invalid("the event has no id")
+	}
+	if ev.Kind == EventSetupSucceeded {
+		return s.applySetupSucceeded(ctx, ev)
 	}
 	op, subID, rest := parseChargeKey(ev.IdempotencyKey)
 	if op == ChargeSubscribe && ev.Kind == EventChargeSucceeded && ev.Ref != "" {
@@ -269,4 +283,50 @@ func (s *Service) refundUnrecordedSubscribe(ctx context.Context, ev ProcessorEve
 		return err
 	}
 	return s.refundCharge(ctx, ev.Ref, ev.IdempotencyKey, "paid after its incomplete subscription "+subID+" was canceled")
+}
+
+// applySetupSucceeded saves the card of a setup that waited for the card
+// holder, in case the page that confirmed it never called back
+// (FinishSetupIntent): the processor checks that the setup is the user's
+// and succeeded, and a card saved already is left alone, so only a save
+// the page missed retries the past-due charges. Saving cannot share the
+// event's transaction (the processor is asked first), so the event is
+// recorded after it; a redelivery finds the card saved and does nothing.
+func (s *Service) applySetupSucceeded(ctx context.Context, ev ProcessorEvent) (*ProcessorEventResult, error) {
+	var res ProcessorEventResult
+	pm, err := s.processor.FinishSetup(ctx, ev.UserID, ev.Ref)
+	_, refused := errors.AsType[*Error](err)
+	_, waits := errors.AsType[*SetupActionRequiredError](err)
+	switch {
+	case refused || waits || errors.Is(err, ErrDeclined):
+		// Not the user's, or not succeeded after all: nothing to save.
+	case err != nil:
+		return nil, fmt.Errorf("processor event %s: %w", ev.ID, err)
+	default:
+		changed, err := s.storeMethod(ctx, ev.UserID, pm)
+		if _, gone := errors.AsType[*Error](err); err != nil && !gone {
+			return nil, fmt.Errorf("processor event %s: %w", ev.ID, err)
+		}
+		if changed {
+			res.Effect = EffectCardSaved
+			recovered, stillDue, err := s.retryPastDue(ctx, ev.UserID, pm)
+			if err != nil {
+				s.logger.Error("retrying past-due charges", zap.String("user_id", ev.UserID), zap.Error(err))
+			}
+			s.logger.Info("card saved by the processor's event", zap.String("event_id", ev.ID), zap.String("user_id", ev.UserID),
+				zap.String("setup", ev.Ref), zap.Strings("recovered", recovered), zap.Strings("past_due", stillDue))
+		}
+	}
+	err = s.store.Update(ctx, func(tx Tx) error {
+		err := tx.RecordWebhookEvent(&WebhookEvent{ID: ev.ID, Type: ev.Type, ReceivedAt: s.clock()})
+		res.Duplicate = errors.Is(err, ErrConflict)
+		if res.Duplicate {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("processor event %s: %w", ev.ID, err)
+	}
+	return &res, nil
 }

@@ -46,6 +46,7 @@ var fakeCards = map[string]fakeCard{
 type fakeSI struct {
 	ID, Customer, PaymentMethod, Status, Usage string
 	LastError                                  string
+	Metadata                                   map[string]string
 }
 
 type fakePI struct {
@@ -149,6 +150,19 @@ func (f *fakeStripe) setupIntent(id string) *fakeSI {
 	return &c
 }
 
+// newestSetupIntent returns a copy of the last SetupIntent made, or nil.
+func (f *fakeStripe) newestSetupIntent() *fakeSI {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := f.n; i > 0; i-- {
+		if si, ok := f.sis[fmt.Sprintf("seti_fake%d", i)]; ok {
+			c := *si
+			return &c
+		}
+	}
+	return nil
+}
+
 func (f *fakeStripe) paymentIntents() []*fakePI {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -227,7 +241,7 @@ func (f *fakeStripe) piJSON(pi *fakePI) map[string]any {
 // method's object in place of its id.
 func (f *fakeStripe) siJSON(si *fakeSI, expand bool) map[string]any {
 	o := map[string]any{"id": si.ID, "object": "setup_intent", "status": si.Status, "customer": si.Customer,
-		"payment_method": si.PaymentMethod, "usage": si.Usage, "client_secret": si.ID + "_secret"}
+		"payment_method": si.PaymentMethod, "usage": si.Usage, "client_secret": si.ID + "_secret", "metadata": si.Metadata}
 	if expand {
 		card := fakeCards[f.methods[si.PaymentMethod]]
 		o["payment_method"] = map[string]any{"id": si.PaymentMethod, "object": "payment_method", "type": "card",
@@ -269,7 +283,8 @@ func (f *fakeStripe) route(method, path string, form map[string]string) (int, an
 		return 200, map[string]any{"id": id, "object": "payment_method", "type": "card",
 			"card": map[string]any{"brand": card.brand, "last4": card.last4}}
 	case method == "POST" && path == "/v1/setup_intents":
-		si := &fakeSI{ID: f.id("seti"), Customer: form["customer"], PaymentMethod: form["payment_method"], Usage: form["usage"], Status: "requires_confirmation"}
+		si := &fakeSI{ID: f.id("seti"), Customer: form["customer"], PaymentMethod: form["payment_method"], Usage: form["usage"],
+			Status: "requires_confirmation", Metadata: metadata(form)}
 		f.sis[si.ID] = si
 		if f.owner[si.PaymentMethod] != si.Customer {
 			si.Status = "requires_payment_method"
@@ -294,6 +309,25 @@ func (f *fakeStripe) route(method, path string, form map[string]string) (int, an
 			f.setUp[si.PaymentMethod] = true
 		}
 		return 200, f.siJSON(si, false)
+	case method == "POST" && len(parts) == 3 && parts[1] == "setup_intents":
+		si, ok := f.sis[parts[2]]
+		if !ok {
+			return 404, errBody("invalid_request_error", "resource_missing", "", "No such setupintent: '"+parts[2]+"'")
+		}
+		for k, v := range metadata(form) {
+			si.Metadata[k] = v
+		}
+		return 200, f.siJSON(si, false)
+	case method == "GET" && path == "/v1/setup_intents":
+		// Newest first, as Stripe lists; only the customer filter and limit.
+		limit, _ := strconv.Atoi(form["limit"])
+		var data []any
+		for i := f.n; i > 0 && (limit == 0 || len(data) < limit); i-- {
+			if si, ok := f.sis[fmt.Sprintf("seti_fake%d", i)]; ok && (form["customer"] == "" || si.Customer == form["customer"]) {
+				data = append(data, f.siJSON(si, false))
+			}
+		}
+		return 200, map[string]any{"object": "list", "data": data, "has_more": false, "url": path}
 	case method == "GET" && len(parts) == 3 && parts[1] == "setup_intents":
 		si, ok := f.sis[parts[2]]
 		if !ok {
@@ -302,12 +336,7 @@ func (f *fakeStripe) route(method, path string, form map[string]string) (int, an
 		return 200, f.siJSON(si, form["expand[0]"] == "payment_method")
 	case method == "POST" && path == "/v1/payment_intents":
 		amount, _ := strconv.ParseInt(form["amount"], 10, 64)
-		pi := &fakePI{ID: f.id("pi"), Customer: form["customer"], PaymentMethod: form["payment_method"], Amount: amount, Metadata: map[string]string{}}
-		for k, v := range form {
-			if strings.HasPrefix(k, "metadata[") {
-				pi.Metadata[strings.TrimSuffix(strings.TrimPrefix(k, "metadata["), "]")] = v
-			}
-		}
+		pi := &fakePI{ID: f.id("pi"), Customer: form["customer"], PaymentMethod: form["payment_method"], Amount: amount, Metadata: metadata(form)}
 		f.pis[pi.ID] = pi
 		if f.owner[pi.PaymentMethod] != pi.Customer {
 			pi.Status = "requires_payment_method"
@@ -390,4 +419,15 @@ func (f *fakeStripe) route(method, path string, form map[string]string) (int, an
 		return 200, map[string]any{"object": "search_result", "data": data, "has_more": false, "url": path}
 	}
 	return 404, errBody("invalid_request_error", "", "", "Unrecognized request URL ("+method+": "+path+")")
+}
+
+// metadata reads the metadata[k] fields of a form.
+func metadata(form map[string]string) map[string]string {
+	m := map[string]string{}
+	for k, v := range form {
+		if strings.HasPrefix(k, "metadata[") {
+			m[strings.TrimSuffix(strings.TrimPrefix(k, "metadata["), "]")] = v
+		}
+	}
+	return m
 }

@@ -12,8 +12,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/api"
+	"github.com/timeblock/timeblock/accounts/stripe"
 )
 
 func TestSaveMethodSetsTheCardUpOffSession(t *testing.T) {
@@ -203,6 +206,8 @@ func TestPastDueRecoveredBySetUpCard(t *testing.T) {
 	calls := s.fake.calls("POST", "/v1/payment_intents")
 	if last := calls[len(calls)-1]; last.Form["off_session"] != "true" || !strings.HasPrefix(last.Form["metadata[timeblock_idempotency_key]"], "renew:") {
 		t.Fatalf("last payment intent %+v, want the off-session renewal", last.Form)
+	} else if set := s.fake.setupIntent(action.SetupIntentID).PaymentMethod; last.Form["payment_method"] != set {
+		t.Fatalf("the renewal charged %q, want %s, the card set up by %s", last.Form["payment_method"], set, action.SetupIntentID)
 	}
 	if st := s.status(v.ID); st != accounts.SubActive {
 		t.Fatalf("after the renewal on the set-up card: %s", st)
@@ -245,5 +250,113 @@ func TestSaveCardSetupDeclined(t *testing.T) {
 	s.saveCard("pm_card_visa") // Eve has a Customer too
 	if code, _, _ := s.setupAnswer(map[string]string{"setupIntent": v.SetupIntentID}); code != 404 {
 		t.Errorf("another user's SetupIntent: %d, want 404", code)
+	}
+}
+
+// The page confirmed the setup but never called back: the
+// setup_intent.succeeded webhook saves the card and retries the past-due
+// charge. A redelivery, the page's late call back, a setup that did not
+// wait, and an older setup delivered after another card was saved change
+// nothing.
+func TestSetupSucceededWebhookSavesTheCard(t *testing.T) {
+	s := newSite(t)
+	s.saveCard("pm_card_visa")
+	sub := s.subscribe()
+	s.saveCard("pm_card_chargeCustomerFail")
+	s.now = s.now.AddDate(0, 1, 1)
+	if _, err := s.svc.RunLifecycle(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	token, err := s.svc.CreateSession(t.Context(), s.user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.token = token
+	if st := s.status(sub.ID); st != accounts.SubPastDue {
+		t.Fatalf("after the declined renewal: %s", st)
+	}
+
+	_, v, _ := s.setupAnswer(map[string]string{"paymentMethod": "pm_card_authenticationRequiredSetupForOffSession"})
+	if si := s.fake.setupIntent(v.SetupIntentID); si == nil || si.Metadata[stripe.MetaWaited] != "true" {
+		t.Fatalf("the waiting SetupIntent is not marked: %+v", si)
+	}
+	event := func(id, seti string) (int, api.WebhookResult) {
+		t.Helper()
+		return s.deliver(id, "setup_intent.succeeded", map[string]any{"id": seti, "object": "setup_intent"}, testWebhookSecret, time.Now())
+	}
+	// Read at delivery: a setup still waiting saves nothing.
+	if code, res := event("evt_early", v.SetupIntentID); code != 200 || res.Effect != "" {
+		t.Fatalf("event for a waiting setup = %d %+v", code, res)
+	}
+	if st := s.billingStatus(); st.PaymentMethod.Last4 != "0341" {
+		t.Fatalf("a waiting setup replaced the card: %+v", st)
+	}
+
+	s.fake.setSIStatus(v.SetupIntentID, "succeeded")
+	if code, res := event("evt_setup", v.SetupIntentID); code != 200 || res.Effect != accounts.EffectCardSaved || res.Duplicate {
+		t.Fatalf("setup_intent.succeeded = %d %+v, want the card saved", code, res)
+	}
+	if st := s.billingStatus(); st.PaymentMethod == nil || st.PaymentMethod.Last4 != "3155" || len(st.PastDue) != 0 {
+		t.Fatalf("billing status after the webhook: %+v", st)
+	}
+	if st := s.status(sub.ID); st != accounts.SubActive {
+		t.Fatalf("the past-due charge was not retried on the webhook's card: %s", st)
+	}
+	retries := 0
+	for _, c := range s.fake.calls("POST", "/v1/payment_intents") {
+		if strings.HasPrefix(c.Form["metadata[timeblock_idempotency_key]"], "retry:") {
+			retries++
+		}
+	}
+	if code, res := event("evt_setup", v.SetupIntentID); code != 200 || !res.Duplicate || res.Effect != "" {
+		t.Errorf("redelivery = %d %+v, want a duplicate", code, res)
+	}
+	var late struct {
+		PaymentMethod struct{ Last4 string } `json:"paymentMethod"`
+		Recovered     []string               `json:"recovered"`
+	}
+	if code := s.call("POST", "/api/billing/setup-intent", map[string]string{"setupIntent": v.SetupIntentID}, nil, &late); code != 200 || late.PaymentMethod.Last4 != "3155" || len(late.Recovered) != 0 {
+		t.Errorf("the page's late call back = %d %+v", code, late)
+	}
+	n := 0
+	for _, c := range s.fake.calls("POST", "/v1/payment_intents") {
+		if strings.HasPrefix(c.Form["metadata[timeblock_idempotency_key]"], "retry:") {
+			n++
+		}
+	}
+	if retries != 1 || n != retries {
+		t.Errorf("%d past-due retries after the webhook, %d after the redelivery and the call back; want 1 and 1", retries, n)
+	}
+
+	// An older setup delivered after another card was saved, and a setup
+	// that succeeded at once (the request saved its card), are ignored.
+	_, older, _ := s.setupAnswer(map[string]string{"paymentMethod": "pm_card_authenticationRequiredSetupForOffSession"})
+	s.fake.setSIStatus(older.SetupIntentID, "succeeded")
+	s.saveCard("pm_card_mastercard")
+	if code, res := event("evt_older", older.SetupIntentID); code != 200 || res.Effect != "" {
+		t.Errorf("an older setup's event = %d %+v, want ignored", code, res)
+	}
+	if st := s.billingStatus(); st.PaymentMethod == nil || st.PaymentMethod.Last4 != "4444" {
+		t.Fatalf("an older setup replaced the newer card: %+v", st)
+	}
+	// The event of a setup that succeeded at once may arrive before its
+	// request saved the card (here: pretend it has not yet).
+	plain := s.fake.newestSetupIntent()
+	err = s.store.Update(t.Context(), func(tx accounts.Tx) error {
+		u, err := tx.GetUser(s.user)
+		if err != nil {
+			return err
+		}
+		u.PaymentMethod = &accounts.PaymentMethod{ID: "pm_before", Brand: "visa", Last4: "0000"}
+		return tx.UpdateUser(u)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, res := event("evt_plain", plain.ID); code != 200 || res.Effect != "" {
+		t.Errorf("a setup that succeeded at once = %d %+v, want ignored (its request saves the card)", code, res)
+	}
+	if st := s.billingStatus(); st.PaymentMethod == nil || st.PaymentMethod.Last4 != "0000" {
+		t.Fatalf("the webhook saved a card its request was saving: %+v", st)
 	}
 }

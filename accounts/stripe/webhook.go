@@ -19,6 +19,9 @@ package stripe
 //	charge.dispute.*               the dispute as it is now: won → dispute
 //	                               won; warning_closed → ignored; any other
 //	                               status → disputed
+//	setup_intent.succeeded         a card setup that waited for the card
+//	                               holder, still the Customer's newest →
+//	                               the card is saved (setupintent.go)
 
 import (
 	"context"
@@ -39,7 +42,7 @@ import (
 const SignatureHeader = "Stripe-Signature"
 
 // eventObject holds the fields read from an event's data.object, whichever
-// object it is (PaymentIntent, Charge or Dispute).
+// object it is (PaymentIntent, Charge, Dispute or SetupIntent).
 type eventObject struct {
 	ID            string            `json:"id"`
 	Object        string            `json:"object"`
@@ -93,6 +96,8 @@ func (p *Processor) WebhookEvent(ctx context.Context, payload []byte, signature 
 			out.Kind = accounts.EventChargeFailed
 		}
 		return out, nil
+	case typ == "setup_intent.succeeded":
+		return p.setupEvent(ctx, out, obj.ID)
 	case typ == "charge.refunded":
 		if !obj.Refunded {
 			return out, nil
