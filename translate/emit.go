@@ -48,6 +48,7 @@ type toolState struct {
 	out      int    // chat clients: the tool call index
 	phase    toolPhase
 	ended    bool
+	hasArgs  bool   // some argument text came
 	args     []byte // decoded, held while pending
 	jt       jsonTracker
 }
@@ -149,6 +150,7 @@ func (s *Stream) toolArgs(key int, lit string) {
 	if emptyStr(lit) || !isStr(lit) {
 		return
 	}
+	s.tools[i].hasArgs = true
 	s.otherBytes += decodedLen(lit)
 	if s.client == Chat {
 		s.cToolArgs(i, lit)
@@ -180,7 +182,19 @@ func (s *Stream) toolEnd(key int) {
 		s.tools[i].ended = true
 		if s.client == Messages {
 			s.mPromote()
+			return
 		}
+		s.cNoArgs(i)
+	}
+}
+
+// cNoArgs gives a chat client "{}" for a call that ended without argument
+// text (a messages upstream streams a call without arguments as input {}
+// and one empty partial_json): clients parse the arguments, and "" is no
+// JSON. The whole-response path writes the same "{}".
+func (s *Stream) cNoArgs(i int) {
+	if t := &s.tools[i]; !t.hasArgs {
+		s.toolArgs(t.key, `"{}"`)
 	}
 }
 
@@ -436,6 +450,9 @@ func (s *Stream) cToolArgs(i int, lit string) {
 }
 
 func (s *Stream) cFinal() {
+	for i := range s.tools { // calls the upstream never closed
+		s.cNoArgs(i)
+	}
 	s.cStart()
 	s.cChunkStart()
 	s.out = append(s.out, `,"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"`...)

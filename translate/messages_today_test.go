@@ -126,7 +126,16 @@ func TestClaudeCodeRequests(t *testing.T) {
 			msgs := out.Get("messages").Array()
 			type turn struct{ role, text string }
 			var want []turn
-			want = append(want, turn{"system", blocksText(in.Get("system"))})
+			// Less the per-request billing header block, which would spoil
+			// the upstream's prefix cache (issue 31).
+			sys := in.Get(`system.#(text%"x-anthropic-billing-header:*")#`)
+			if len(sys.Array()) != 1 {
+				t.Fatalf("the capture has no billing header block: %s", in.Get("system").Raw)
+			}
+			want = append(want, turn{"system", blocksText(in.Get(`system.#(text!%"x-anthropic-billing-header:*")#`))})
+			if strings.Contains(out.Raw, "x-anthropic-billing-header") {
+				t.Errorf("the billing header reached the chat upstream")
+			}
 			for _, m := range in.Get("messages").Array() {
 				switch m.Get("role").Str {
 				case "system":
@@ -471,7 +480,7 @@ func TestFieldRules(t *testing.T) {
 			body = `{"model":"m","max_tokens":5,"messages":[],"` + r.name + `":` + v + `}`
 			up = Chat
 		} else {
-			body = `{"model":"m","messages":[],"` + r.name + `":` + v + `}`
+			body = `{"model":"m","messages":[{"role":"user","content":"hi"}],"` + r.name + `":` + v + `}`
 			up = Messages
 		}
 		_, _, err := TranslateRequest(r.client, []byte(body), &Config{Upstream: up}, nil)
@@ -603,4 +612,20 @@ func TestThinkingHandedBack(t *testing.T) {
 		pass, _ := mustTranslate(t, Messages, body, Config{Upstream: Messages})
 		jsonEq(t, "messages (pass)", pass.Get("messages").Raw, gjson.Get(body, "messages").Raw)
 	}
+}
+
+// Claude Code's first system block, "x-anthropic-billing-header: …", differs
+// per request: toward a chat upstream it is dropped so that model servers'
+// prefix caches match; a messages upstream gets it (issue 31; the shape is
+// testdata/clients/claude-code-2.1.328-first.json's).
+func TestBillingHeaderDropped(t *testing.T) {
+	body := `{"model":"m","max_tokens":9,"system":[` +
+		`{"type":"text","text":"x-anthropic-billing-header: cc_version=2.1.328.ff0; cc_entrypoint=sdk-cli; cch=5f3a1;"},` +
+		`{"type":"text","text":"You are Claude Code.","cache_control":{"type":"ephemeral"}},` +
+		`{"type":"text","text":"Quote: x-anthropic-billing-header: kept when not first in its block."}],` +
+		`"messages":[{"role":"user","content":"hi"}]}`
+	out, _ := mustTranslate(t, Messages, body, Config{Upstream: Chat})
+	wantEq(t, "system", out.Get("messages.0.content").String(), "You are Claude Code.\n\nQuote: x-anthropic-billing-header: kept when not first in its block.")
+	out, _ = mustTranslate(t, Messages, body, Config{Upstream: Messages})
+	wantEq(t, "messages upstream", out.Get("system.0.text").String(), "x-anthropic-billing-header: cc_version=2.1.328.ff0; cc_entrypoint=sdk-cli; cch=5f3a1;")
 }

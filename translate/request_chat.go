@@ -237,13 +237,25 @@ func appendSystemChat(dst []byte, v string, est *tally) ([]byte, *Error) {
 			break
 		}
 		t := field(b, "text")
-		est.text(t)
+		est.text(t) // counted still, as count_tokens counts it
+		if isBillingHeader(t) {
+			continue
+		}
 		dst = appendJoinedInner(dst, t, `\n\n`, &first)
 	}
 	if len(dst) == body {
 		return dst[:mark], nil
 	}
 	return append(dst, `"}`...), nil
+}
+
+// isBillingHeader reports whether a system block's text (a literal) is the
+// "x-anthropic-billing-header: …" line Claude Code puts first in system. It
+// differs per request (cch=…), so kept it would spoil a model server's prefix
+// cache; only Anthropic reads it, and a messages upstream still gets it.
+func isBillingHeader(lit string) bool {
+	const h = "x-anthropic-billing-header:"
+	return isStr(lit) && len(lit) > len(h) && lit[1:1+len(h)] == h
 }
 
 // appendMessagesChat writes the messages from their views (takeMessages):
@@ -472,6 +484,9 @@ func userToChat(dst []byte, content string, p *loc, est *tally) ([]byte, *Error)
 	return append(dst, `]}`...), nil
 }
 
+// errorPrefix starts the tool message of a tool_result with is_error: true.
+const errorPrefix = "Error: "
+
 // toolResultToChat writes one tool message and counts the images it leaves
 // for the following user message (their tokens are added to est when they
 // are written there).
@@ -495,6 +510,12 @@ func toolResultToChat(dst []byte, b *block, p *loc, est *tally) ([]byte, int, *E
 			dst = append(dst, `""`...)
 		}
 		return append(dst, '}'), 0, nil
+	case isStr(c) && isErr:
+		// A chat tool message has no error flag: the text says it.
+		est.text(c)
+		dst = append(dst, `"`+errorPrefix...)
+		dst = append(dst, inner(c)...)
+		return append(dst, `"}`...), 0, nil
 	case isStr(c):
 		est.text(c)
 		dst = append(dst, c...)
@@ -507,6 +528,9 @@ func toolResultToChat(dst []byte, b *block, p *loc, est *tally) ([]byte, int, *E
 	images := 0
 	first := true
 	dst = append(dst, '"')
+	if isErr {
+		dst = append(dst, errorPrefix...)
+	}
 	pc := p.member("content")
 	for j := 0; it.more(); j++ {
 		cp := pc.elem(j)
@@ -698,7 +722,7 @@ func assistantToChat(dst []byte, content string, p *loc, est *tally) ([]byte, *E
 	first := true
 	for i := range blocks {
 		if blocks[i].typ == "text" {
-			dst = appendJoinedInner(dst, blocks[i].text, "", &first)
+			dst = appendJoinedInner(dst, blocks[i].text, `\n`, &first)
 		}
 	}
 	dst = append(dst, '"')

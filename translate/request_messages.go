@@ -90,11 +90,13 @@ func chatToMessages(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 	dst = append(dst, `,"max_tokens":`...)
 	dst = appendInt(dst, maxTokens)
 	dst = append(dst, `,"messages":[`...)
+	turnsAt := len(dst)
 	var sysBuf [8]systemMessage
 	sys := sysBuf[:0]
 	if dst, sys, err = appendMessagesMessages(dst, messages, sys); err != nil {
 		return dst, req, err
 	}
+	noTurns := len(dst) == turnsAt
 	dst = append(dst, ']')
 	if dst, err = appendSystemMessages(dst, sys); err != nil {
 		return dst, req, err
@@ -129,9 +131,18 @@ func chatToMessages(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 	if dst, err = appendToolsMessages(dst, tools, toolChoice, noParallel); err != nil {
 		return dst, req, err
 	}
+	if noTurns {
+		// messages: [] (no messages, or only system ones) is refused by a
+		// messages upstream; say what is missing, after the members'
+		// own errors.
+		return dst, req, badRequest("messages: " + noTurnsMsg)
+	}
 	dst = r.appendReasoning(dst, cfg, false)
 	return append(dst, '}'), req, nil
 }
+
+// noTurnsMsg says what a conversation without a user or assistant turn lacks.
+const noTurnsMsg = "at least one user message is required; a system prompt alone cannot be answered"
 
 // msgRole reads a chat message's role and content.
 func msgRole(m string, p *loc) (role, content string, err *Error) {

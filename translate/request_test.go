@@ -115,6 +115,10 @@ func TestRequestErrors(t *testing.T) {
 		{"tool_use without id", Messages, Chat, `{"model":"m","max_tokens":1,"messages":[{"role":"assistant","content":[{"type":"tool_use","name":"f","input":{}}]}]}`, 400, "tool_use needs id"},
 		{"tool message without id", Chat, Messages, `{"model":"m","messages":[{"role":"tool","content":"x"}]}`, 400, "tool_call_id"},
 		{"stop type", Chat, Messages, `{"model":"m","messages":[],"stop":[1]}`, 400, "stop.0"},
+		// issue 31: messages: [] is refused by a messages upstream.
+		{"system only", Chat, Messages, `{"model":"m","messages":[{"role":"system","content":"Be brief."}]}`, 400, "messages: at least one user message is required"},
+		{"developer only", Chat, Messages, `{"model":"m","messages":[{"role":"developer","content":[{"type":"text","text":"Be brief."}]}]}`, 400, "at least one user message"},
+		{"no messages", Chat, Messages, `{"model":"m","messages":[]}`, 400, "at least one user message"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -282,7 +286,7 @@ func TestRequestManyBlocks(t *testing.T) {
 	if len(m) != 4 {
 		t.Fatalf("want assistant, two tool messages, user; got %s", out)
 	}
-	if m[0].Content != strings.Join(wantText, "") || m[0].ReasoningContent != "hmm" || len(m[0].ToolCalls) != 2 ||
+	if m[0].Content != strings.Join(wantText, "\n") || m[0].ReasoningContent != "hmm" || len(m[0].ToolCalls) != 2 ||
 		m[0].ToolCalls[0].ID != "c1" || m[0].ToolCalls[0].Function.Arguments != `{"x":1}` ||
 		m[0].ToolCalls[1].ID != "c2" || m[0].ToolCalls[1].Function.Name != "g" || m[0].ToolCalls[1].Function.Arguments != "{}" {
 		t.Errorf("assistant turn: %+v", m[0])
@@ -331,4 +335,19 @@ func TestRequestSystemGathered(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "messages.1.content.0: system messages may only hold text parts") {
 		t.Errorf("got %v", err)
 	}
+}
+
+// Toward a chat upstream an assistant turn's separate text blocks are joined
+// with "\n" (as vLLM joins text parts), not run together, and a failed
+// tool's result says so (issue 31).
+func TestAssistantTextsAndToolErrorsToChat(t *testing.T) {
+	body := `{"model":"m","max_tokens":8,"messages":[` +
+		`{"role":"user","content":"go"},` +
+		`{"role":"assistant","content":[{"type":"text","text":"pre"},{"type":"tool_use","id":"c1","name":"f","input":{}},{"type":"text","text":"post"},{"type":"tool_use","id":"c2","name":"f","input":{}}]},` +
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"c1","is_error":true,"content":"file not found"},` +
+		`{"type":"tool_result","tool_use_id":"c2","is_error":true,"content":[{"type":"text","text":"exit 1"},{"type":"text","text":"no such file"}]}]}]}`
+	out, _ := mustTranslate(t, Messages, body, Config{Upstream: Chat})
+	wantEq(t, "assistant content", out.Get("messages.1.content").String(), "pre\npost")
+	wantEq(t, "string result", out.Get("messages.2.content").String(), "Error: file not found")
+	wantEq(t, "blocks result", out.Get("messages.3.content").String(), "Error: exit 1\nno such file")
 }

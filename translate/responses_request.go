@@ -82,6 +82,9 @@ func responsesRequest(dst []byte, s string, cfg *Config) ([]byte, Request, *Erro
 	end := len(mid)
 	out, _, err := chatToMessages(mid, b2s(mid[mark:end]), cfg)
 	if err != nil {
+		if err.Message == "messages: "+noTurnsMsg {
+			err = badRequest("input: " + noTurnsMsg) // the client's member
+		}
 		return out, req, err
 	}
 	n := copy(out[mark:], out[end:])

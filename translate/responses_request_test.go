@@ -270,6 +270,8 @@ func TestResponsesRequestErrors(t *testing.T) {
 		{"temperature", `{"model":"m","input":"x","temperature":1.5}`, "temperature: must be between 0 and 1", Messages},
 		{"logprobs", `{"model":"m","input":"x","include":["message.output_text.logprobs"]}`, "include.0: log probabilities", Chat},
 		{"system part", `{"model":"m","input":[{"role":"developer","content":[{"type":"input_image","image_url":"x"}]}]}`, "input.0.content.0: system and developer messages may only hold text parts", Chat},
+		{"instructions only to messages", `{"model":"m","instructions":"Be brief.","input":[]}`, "input: at least one user message is required", Messages},
+		{"developer only to messages", `{"model":"m","input":[{"role":"developer","content":"Be brief."}]}`, "input: at least one user message is required", Messages},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out, _, err := TranslateRequest(Responses, []byte(c.body), &Config{Upstream: c.up}, []byte("keep"))

@@ -93,6 +93,9 @@ func chatToResponses(dst []byte, s string, req *Request, prefilled bool) []byte 
 				args = `"{}"`
 			}
 			toolBytes += int64(len(args) - 2)
+			if emptyStr(args) {
+				args = `"{}"` // no argument text: clients parse the arguments
+			}
 			i, st := next()
 			dst = appendCallItem(dst, base, i, []byte(idLit), inner(name), req.resp.namespaces, inner(args), st)
 		}

@@ -370,6 +370,15 @@ func (s *Stream) respCloseItem(i int, status string) {
 		s.out = appendTextPart(s.out, b2s(it.text))
 		s.rEnd()
 	case riCall:
+		if len(it.text) == 0 {
+			// No argument text (a chat upstream's "" arguments): "{}", as
+			// a whole response has it, so that clients can parse it.
+			it.text = append(it.text, "{}"...)
+			s.rEvent("response.function_call_arguments.delta")
+			s.rItemRef(i)
+			s.out = append(s.out, `,"delta":"{}"`...)
+			s.rEnd()
+		}
 		s.rEvent("response.function_call_arguments.done")
 		s.rItemRef(i)
 		s.out = appendCallName(s.out, b2s(it.name), x.opts.namespaces)

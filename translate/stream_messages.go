@@ -144,7 +144,7 @@ func (s *Stream) messagesEvent(d string) {
 			}
 		}
 		if isObj(usageV) {
-			s.u.readMessages(usageV)
+			s.u.readMessagesDelta(usageV)
 		}
 	case "message_stop":
 		s.beginIfNeeded()

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
@@ -34,6 +35,12 @@ func streamCases() []streamCase {
 		{name: "messages_inline_think", req: Request{Stream: true, IncludeUsage: true}},
 		{name: "messages_stop_sequence", req: Request{Stream: true}},
 		{name: "messages_overloaded", req: Request{Stream: true}},
+		// Calls without arguments as Anthropic streams them: tool_use with
+		// input {}, one input_json_delta of "" (issue 31).
+		{name: "anthropic_tool_noargs", req: Request{Stream: true, IncludeUsage: true}},
+		// message_delta repeating the input and cache counts as zeros, as
+		// reported in issue 31 (message_start 471, message_delta 0).
+		{name: "messages_usage_zero_delta", req: Request{Stream: true, IncludeUsage: true}},
 	}
 	for i := range cs {
 		if cs[i].file == "" {
@@ -233,4 +240,77 @@ func TestStreamAbortAndEmpty(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A call that ends without argument text reaches chat and Responses clients
+// as "{}", as the whole-response path writes it.
+func TestStreamToolWithoutArguments(t *testing.T) {
+	in := readFile(t, "testdata/streams/anthropic_tool_noargs.sse")
+	c := streamCase{cfg: Config{Upstream: Messages}, req: Request{Stream: true}}
+	args := map[int]string{}
+	for _, e := range parseSSE(t, runStream(Chat, &c, in, whole)) {
+		gjson.Get(e.Data, "choices.0.delta.tool_calls").ForEach(func(_, tc gjson.Result) bool {
+			args[int(tc.Get("index").Int())] += tc.Get("function.arguments").String()
+			return true
+		})
+	}
+	wantEq(t, "chat arguments", len(args), 2)
+	for i, a := range args {
+		wantEq(t, fmt.Sprint("chat arguments ", i), a, "{}")
+	}
+	// Closed only by the end of the message.
+	cut := strings.ReplaceAll(string(in), `data: {"type":"content_block_stop","index":2}`, `data: {"type":"ping"}`)
+	var got string
+	for _, e := range parseSSE(t, runStream(Chat, &c, []byte(cut), whole)) {
+		if tc := gjson.Get(e.Data, "choices.0.delta.tool_calls.0"); tc.Get("index").Int() == 1 {
+			got += tc.Get("function.arguments").String()
+		}
+	}
+	wantEq(t, "unclosed call's arguments", got, "{}")
+
+	r, evs := streamFinal(t, Messages, Request{Stream: true}, string(in))
+	wantEq(t, "responses arguments", r.Get(`output.#(type=="function_call")#.arguments`).Raw, `["{}","{}"]`)
+	var deltas string
+	for _, e := range evs {
+		if e.Event == "response.function_call_arguments.delta" {
+			deltas += gjson.Get(e.Data, "delta").String()
+		}
+	}
+	wantEq(t, "responses deltas", deltas, "{}{}")
+
+	// A chat upstream's "" arguments, streamed and whole.
+	chatIn := "data: {\"id\":\"chatcmpl-1\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"arguments\":\"\"}}]}}]}\n\n" +
+		"data: {\"id\":\"chatcmpl-1\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n" +
+		"data: [DONE]\n\n"
+	r, _ = streamFinal(t, Chat, Request{Stream: true}, chatIn)
+	wantEq(t, "chat upstream, responses arguments", r.Get("output.0.arguments").String(), "{}")
+}
+
+// A zero in message_delta does not replace message_start's input and cache
+// counts.
+func TestStreamMessageDeltaZeroUsage(t *testing.T) {
+	in := readFile(t, "testdata/streams/messages_usage_zero_delta.sse")
+	c := streamCase{cfg: Config{Upstream: Messages}, req: Request{Stream: true, IncludeUsage: true}}
+	evs := parseSSE(t, runStream(Chat, &c, in, whole))
+	u := gjson.Get(evs[len(evs)-2].Data, "usage")
+	wantEq(t, "prompt_tokens", u.Get("prompt_tokens").Int(), int64(471+30+2048))
+	wantEq(t, "cached_tokens", u.Get("prompt_tokens_details.cached_tokens").Int(), int64(2048))
+	wantEq(t, "completion_tokens", u.Get("completion_tokens").Int(), int64(7))
+
+	evs = parseSSE(t, runStream(Messages, &c, in, whole))
+	for _, e := range evs {
+		if e.Event == "message_delta" {
+			u = gjson.Get(e.Data, "usage")
+		}
+	}
+	wantEq(t, "messages usage", u.Raw, `{"input_tokens":471,"cache_creation_input_tokens":30,"cache_read_input_tokens":2048,"output_tokens":7}`)
+
+	r, _ := streamFinal(t, Messages, Request{Stream: true}, string(in))
+	wantEq(t, "responses input_tokens", r.Get("usage.input_tokens").Int(), int64(471+30+2048))
+	wantEq(t, "responses cached_tokens", r.Get("usage.input_tokens_details.cached_tokens").Int(), int64(2048))
+
+	// A non-zero count there is the final one.
+	more := strings.Replace(string(in), `"usage":{"input_tokens":0`, `"usage":{"input_tokens":500`, 1)
+	evs = parseSSE(t, runStream(Chat, &c, []byte(more), whole))
+	wantEq(t, "replaced prompt_tokens", gjson.Get(evs[len(evs)-2].Data, "usage.prompt_tokens").Int(), int64(500+30+2048))
 }

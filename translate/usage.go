@@ -35,7 +35,19 @@ func (u *usage) readChat(v string) {
 	}
 }
 
-func (u *usage) readMessages(v string) {
+func (u *usage) readMessages(v string) { u.readMessagesEvent(v, false) }
+
+// readMessagesDelta reads a stream's message_delta usage. Its output count
+// is the final one; its input and cache counts replace message_start's only
+// when non-zero: some servers send zeros there for counts they reported at
+// the start.
+func (u *usage) readMessagesDelta(v string) { u.readMessagesEvent(v, true) }
+
+func (u *usage) readMessagesEvent(v string, delta bool) {
+	set := setCount
+	if delta {
+		set = setNonZero
+	}
 	it, ok := objIter(v)
 	if !ok {
 		return
@@ -48,13 +60,13 @@ func (u *usage) readMessages(v string) {
 		}
 		switch k {
 		case "input_tokens":
-			setCount(&u.input, val)
+			set(&u.input, val)
 		case "output_tokens":
 			setCount(&u.output, val)
 		case "cache_read_input_tokens":
-			setCount(&u.cacheRead, val)
+			set(&u.cacheRead, val)
 		case "cache_creation_input_tokens":
-			setCount(&u.cacheWrite, val)
+			set(&u.cacheWrite, val)
 		}
 	}
 }
@@ -62,6 +74,13 @@ func (u *usage) readMessages(v string) {
 // setCount keeps a present, non-negative integer (null or absent leaves it).
 func setCount(dst *int64, v string) {
 	if n, ok := toInt(v); ok && n >= 0 {
+		*dst = n
+	}
+}
+
+// setNonZero keeps a present, positive integer.
+func setNonZero(dst *int64, v string) {
+	if n, ok := toInt(v); ok && n > 0 {
 		*dst = n
 	}
 }

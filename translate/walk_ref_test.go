@@ -925,6 +925,9 @@ func oldAppendSystemChat(dst []byte, v, path string, est *tally) ([]byte, *Error
 		}
 		t := field(b, "text")
 		est.text(t)
+		if isBillingHeader(t) { // since issue 31
+			continue
+		}
 		dst = appendJoinedInner(dst, t, `\n\n`, &first)
 	}
 	if len(dst) == body {
@@ -1177,6 +1180,11 @@ func oldToolResultToChat(dst []byte, b *oldBlock, path string, est *tally) ([]by
 			dst = append(dst, `""`...)
 		}
 		return append(dst, '}'), 0, nil
+	case isStr(c) && isErr: // since issue 31
+		est.text(c)
+		dst = append(dst, `"`+errorPrefix...)
+		dst = append(dst, inner(c)...)
+		return append(dst, `"}`...), 0, nil
 	case isStr(c):
 		est.text(c)
 		dst = append(dst, c...)
@@ -1189,6 +1197,9 @@ func oldToolResultToChat(dst []byte, b *oldBlock, path string, est *tally) ([]by
 	images := 0
 	first := true
 	dst = append(dst, '"')
+	if isErr {
+		dst = append(dst, errorPrefix...)
+	}
 	for j := 0; ; j++ {
 		raw, ok := it.elem()
 		if !ok {
@@ -1376,7 +1387,7 @@ func oldAssistantToChat(dst []byte, content, path string, est *tally) ([]byte, *
 	first := true
 	for i := range blocks {
 		if blocks[i].typ == "text" {
-			dst = appendJoinedInner(dst, blocks[i].text, "", &first)
+			dst = appendJoinedInner(dst, blocks[i].text, `\n`, &first)
 		}
 	}
 	dst = append(dst, '"')
@@ -1600,11 +1611,13 @@ func oldChatToMessages(dst []byte, s string, cfg *Config) ([]byte, Request, *Err
 	dst = append(dst, `,"max_tokens":`...)
 	dst = appendInt(dst, maxTokens)
 	dst = append(dst, `,"messages":[`...)
+	turnsAt := len(dst)
 	var sysBuf [8]oldSystemMessage
 	sys := sysBuf[:0]
 	if dst, sys, err = oldAppendMessagesMessages(dst, messages, sys); err != nil {
 		return dst, req, err
 	}
+	noTurns := len(dst) == turnsAt
 	dst = append(dst, ']')
 	if dst, err = oldAppendSystemMessages(dst, sys); err != nil {
 		return dst, req, err
@@ -1638,6 +1651,9 @@ func oldChatToMessages(dst []byte, s string, cfg *Config) ([]byte, Request, *Err
 	}
 	if dst, err = oldAppendToolsMessages(dst, tools, toolChoice, noParallel); err != nil {
 		return dst, req, err
+	}
+	if noTurns { // since issue 31
+		return dst, req, badRequest("messages: at least one user message is required; a system prompt alone cannot be answered")
 	}
 	dst = r.appendReasoning(dst, cfg, false)
 	return append(dst, '}'), req, nil

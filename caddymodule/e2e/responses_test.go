@@ -232,12 +232,13 @@ func responseBothWays(t *testing.T, rs *responses.ResponseService, params respon
 	stream := rs.NewStreaming(ctxT(t), params)
 	defer stream.Close()
 	var (
-		types      []string
-		text, args strings.Builder
-		final      responses.Response
-		seq        int64
-		open       = -1
-		items      int64
+		types []string
+		text  strings.Builder
+		args  = map[int64]string{} // by output index
+		final responses.Response
+		seq   int64
+		open  = -1
+		items int64
 	)
 	for stream.Next() {
 		ev := stream.Current()
@@ -261,7 +262,7 @@ func responseBothWays(t *testing.T, rs *responses.ResponseService, params respon
 		case "response.output_text.delta":
 			text.WriteString(ev.Delta)
 		case "response.function_call_arguments.delta":
-			args.WriteString(ev.Delta)
+			args[ev.OutputIndex] += ev.Delta
 		case "response.completed", "response.incomplete":
 			final = ev.Response
 		case "response.failed", "error":
@@ -288,8 +289,8 @@ func responseBothWays(t *testing.T, rs *responses.ResponseService, params respon
 		if f.Type != u.Type || f.Name != u.Name || f.Namespace != u.Namespace || f.Arguments.OfString != u.Arguments.OfString {
 			t.Errorf("output %d: streamed %s, unstreamed %s", i, f.RawJSON(), u.RawJSON())
 		}
-		if f.Type == "function_call" && f.Arguments.OfString != args.String() {
-			t.Errorf("argument deltas %q, final %q", args.String(), f.Arguments.OfString)
+		if f.Type == "function_call" && f.Arguments.OfString != args[int64(i)] {
+			t.Errorf("argument deltas %q, final %q", args[int64(i)], f.Arguments.OfString)
 		}
 	}
 	if final.Usage.OutputTokens != resp.Usage.OutputTokens || final.Usage.OutputTokensDetails.ReasoningTokens != resp.Usage.OutputTokensDetails.ReasoningTokens {
