@@ -197,21 +197,40 @@ func canonicalAmount(s string) string {
 
 // periodAmountTx returns what one period of sub costs: fixed at purchase
 // (Subscription.PeriodAmount), so that a reload changing the pool's prices
-// or annual discount never changes what an existing subscription pays. A
-// subscription bought before that was kept pays what its first charge
-// says; one without a succeeded charge, today's price of its order.
+// or annual discount never changes what an existing subscription pays.
+//
+// A subscription bought before that was kept pays what it was sold at. A
+// monthly period is its monthly price, itself fixed at purchase. A yearly
+// one is what its first succeeded charge paid, when that amount is one a
+// year of its monthly price can cost (more than 0, at most 12 months
+// undiscounted: a charge for a year, not for something else); the billing
+// cycle never changes after purchase, so every period charge is a year.
+// Without such a charge (a purchase never paid, or records lost), today's
+// annual discount is all there is.
 func periodAmountTx(tx Tx, sub *Subscription) (string, error) {
 	if sub.PeriodAmount != "" {
 		return sub.PeriodAmount, nil
 	}
+	if sub.BillingCycle != CycleYear {
+		return ChargeAmount(sub.MonthlyPrice, sub.BillingCycle, "")
+	}
+	undiscounted, err := ChargeAmount(sub.MonthlyPrice, CycleYear, "")
+	if err != nil {
+		return "", err
+	}
+	ceiling, _ := parseAmount(undiscounted)
 	charges, err := tx.ListCharges(sub.ID)
 	if err != nil {
 		return "", err
 	}
 	for _, c := range charges { // oldest first
-		if c.Status == ChargeSucceeded {
-			return c.Amount, nil
+		if c.Status != ChargeSucceeded {
+			continue
 		}
+		if paid, err := parseAmount(c.Amount); err == nil && paid.Sign() > 0 && paid.Cmp(ceiling) <= 0 {
+			return canonicalAmount(c.Amount), nil
+		}
+		break // the first payment is not a year's price: ignore the rest too
 	}
 	pool, err := tx.GetPool(sub.PoolID)
 	if err != nil {
@@ -221,21 +240,42 @@ func periodAmountTx(tx Tx, sub *Subscription) (string, error) {
 }
 
 // MinimumCharge is the least a processor can charge, in USD: Stripe refuses
-// a payment under 0.50. The smallest purchase (one seat of one block for a
-// month) costs the block's price, so a price under it could never be sold;
-// configuration refuses it (CheckBlockPrice), with either processor, so that
-// the quick start fails where production would.
+// a payment under 0.50. The built-in test processor is held to it too, by
+// configuration (CheckBlockPrice, CheckAnnualPrice), so that the quick start
+// refuses what production would: a price under it could never be sold.
 const MinimumCharge = "0.50"
 
 // CheckBlockPrice reports what is wrong with a block's monthly price per
-// seat: not a plain decimal, or under MinimumCharge.
+// seat: not a plain decimal, or under MinimumCharge, since the smallest
+// purchase (one seat for a month) costs exactly the block's price. 0 is
+// refused too: every purchase is a charge, and a free one cannot be made.
 func CheckBlockPrice(price string) error {
 	r, err := parseAmount(price)
 	if err != nil {
 		return err
 	}
-	if min, _ := parseAmount(MinimumCharge); r.Cmp(min) < 0 {
+	min, _ := parseAmount(MinimumCharge)
+	switch {
+	case r.Sign() == 0:
+		return fmt.Errorf("0 is under %s USD, the least a payment processor charges (Stripe's minimum): free blocks are not supported, every purchase is charged", MinimumCharge)
+	case r.Cmp(min) < 0:
 		return fmt.Errorf("%s is under %s USD, the least a payment processor charges (Stripe's minimum): the smallest purchase, one seat for a month, costs the block's price", price, MinimumCharge)
+	}
+	return nil
+}
+
+// CheckAnnualPrice reports a block whose smallest yearly purchase (one seat
+// for a year, annualDiscount off) costs less than MinimumCharge: possible
+// only with a discount close to 1.
+func CheckAnnualPrice(price, annualDiscount string) error {
+	year, err := ChargeAmount(price, CycleYear, annualDiscount)
+	if err != nil {
+		return err
+	}
+	r, _ := parseAmount(year)
+	if min, _ := parseAmount(MinimumCharge); r.Cmp(min) < 0 {
+		return fmt.Errorf("a year of one seat at %s with annual_discount %s costs %s, under %s USD, the least a payment processor charges (Stripe's minimum)",
+			price, annualDiscount, year, MinimumCharge)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package accounts_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/timeblock/timeblock/accounts"
@@ -114,6 +115,35 @@ func TestMinPricePerDay(t *testing.T) {
 	for _, c := range cases {
 		if got := accounts.MinPricePerDay(pricedPool(c.prices, "0")); got != c.want {
 			t.Errorf("MinPricePerDay(%v) = %q, want %q", c.prices, got, c.want)
+		}
+	}
+}
+
+// A block price is refused when the smallest purchase it allows, one seat
+// for a month (or, with a discount close to 1, for a year), is under what a
+// processor can charge.
+func TestPricesUnderTheMinimumCharge(t *testing.T) {
+	for _, c := range []struct {
+		price, discount, want string // want: a fragment of the error, "" for none
+	}{
+		{"0.50", "0", ""},
+		{"0.5", "0.9", ""}, // a year: 0.60
+		{"40", "0.15", ""},
+		{"0.49", "0", "0.49 is under 0.50 USD, the least a payment processor charges"},
+		{"0.01", "0", "0.01 is under 0.50 USD"},
+		{"0", "0", "free blocks are not supported"},
+		{"1e3", "0", "not a plain decimal"},
+		{"40", "0.999", "a year of one seat at 40 with annual_discount 0.999 costs 0.48, under 0.50 USD"},
+	} {
+		err := accounts.CheckBlockPrice(c.price)
+		if err == nil {
+			err = accounts.CheckAnnualPrice(c.price, c.discount)
+		}
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("price %s, discount %s refused: %v", c.price, c.discount, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("price %s, discount %s: error %v, want it to contain %q", c.price, c.discount, err, c.want)
 		}
 	}
 }

@@ -234,6 +234,14 @@ func parsePool(d *caddyfile.Dispenser) (*PoolConfig, error) {
 			return nil, err
 		}
 	}
+	// Known only once every line is read: annual_discount may follow the blocks.
+	for _, b := range accounts.Blocks {
+		if price, ok := p.Blocks[string(b)]; ok {
+			if err := accounts.CheckAnnualPrice(price, p.AnnualDiscount); err != nil {
+				return nil, d.Errf("pool %s: block %s: %v", p.Slug, b, err)
+			}
+		}
+	}
 	return p, nil
 }
 

@@ -68,7 +68,9 @@ func TestAppCaddyfileErrors(t *testing.T) {
 		{"negative price", "timeblock {\n pool p {\n block asia -3\n }\n}", "not a plain decimal"},
 		{"block twice", "timeblock {\n pool p {\n block asia 3\n block asia 4\n }\n}", "priced twice"},
 		{"price under the processor minimum", "timeblock {\n pool cheap {\n block asia 0.01\n }\n}", "pool cheap: block asia: 0.01 is under 0.50 USD"},
-		{"free block", "timeblock {\n pool p {\n block europe 0\n }\n}", "block europe: 0 is under 0.50 USD"},
+		{"free block", "timeblock {\n pool p {\n block europe 0\n }\n}", "pool p: block europe: 0 is under 0.50 USD, the least a payment processor charges (Stripe's minimum): free blocks are not supported"},
+		{"year under the processor minimum", "timeblock {\n pool cheap {\n block europe 4\n block asia 0.50\n annual_discount 0.95\n }\n}",
+			"pool cheap: block asia: a year of one seat at 0.50 with annual_discount 0.95 costs 0.3, under 0.50 USD"},
 		{"bad discount", "timeblock {\n pool p {\n annual_discount ten\n }\n}", "annual_discount"},
 		{"bad bool", "timeblock {\n pool p {\n manual_provisioning maybe\n }\n}", "is not true or false"},
 		{"unknown pool option", "timeblock {\n pool p {\n gpus 8\n }\n}", `unknown pool option "gpus"`},
@@ -95,6 +97,13 @@ func TestAppValidate(t *testing.T) {
 	if err := valid().Validate(); err != nil {
 		t.Fatalf("valid config rejected: %v", err)
 	}
+	// The processor's minimum itself is a price: a month of one seat charges 0.50, a year 0.60.
+	atMinimum := valid()
+	atMinimum.Pools[0].Blocks = map[string]string{"asia": "0.50", "europe": "0.5"}
+	atMinimum.Pools[0].AnnualDiscount = "0.9"
+	if err := atMinimum.Validate(); err != nil {
+		t.Fatalf("prices at the processor minimum rejected: %v", err)
+	}
 	for _, tc := range []struct {
 		name   string
 		mutate func(a *App)
@@ -109,6 +118,9 @@ func TestAppValidate(t *testing.T) {
 		{"zero slots", func(a *App) { a.Pools[0].Slots = 0 }, "slots must be at least 1"},
 		{"discount of one", func(a *App) { a.Pools[0].AnnualDiscount = "1" }, "below 1"},
 		{"price under the processor minimum", func(a *App) { a.Pools[0].Blocks["asia"] = "0.49" }, `pool "p": block asia price: 0.49 is under 0.50 USD`},
+		{"free block", func(a *App) { a.Pools[0].Blocks["europe"] = "0" }, `pool "p": block europe price: 0 is under 0.50 USD`},
+		{"year under the processor minimum", func(a *App) { a.Pools[0].AnnualDiscount = "0.999" },
+			`pool "p": block asia price: a year of one seat at 10 with annual_discount 0.999 costs 0.12, under 0.50 USD`},
 		{"duplicate pool", func(a *App) { a.Pools = append(a.Pools, a.Pools[0]) }, "defined twice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -77,6 +77,14 @@ func (p *PoolConfig) validate() error {
 	if d.Cmp(big.NewRat(1, 1)) >= 0 {
 		return fmt.Errorf("annual_discount must be a fraction below 1, got %s", p.AnnualDiscount)
 	}
+	// A discount close to 1 can bring a year under the processor's minimum.
+	for _, b := range accounts.Blocks {
+		if price, ok := p.Blocks[string(b)]; ok {
+			if err := accounts.CheckAnnualPrice(price, p.AnnualDiscount); err != nil {
+				return fmt.Errorf("block %s price: %w", b, err)
+			}
+		}
+	}
 	if p.MaxOutputTokens < 0 {
 		return fmt.Errorf("max_output_tokens must not be negative, got %d", p.MaxOutputTokens)
 	}

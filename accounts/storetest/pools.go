@@ -44,6 +44,7 @@ func testSubscriptions(t *testing.T, s accounts.Store) {
 	a := f.subscription(u, p, held)
 	b := f.subscription(u, p, nil)
 	b.Status, b.Blocks, b.PastDueSince, b.TermsVersion, b.AckVia = accounts.SubPendingKey, nil, time.Time{}, "", "api"
+	b.PeriodAmount = ""                         // bought before the amount was kept: read back as ""
 	b.CreatedAt = a.CreatedAt.Add(-time.Second) // b is the older
 	c := f.subscription(other, p, seats(accounts.BlockAmericas, 0, 1))
 	f.create(u, other, p, a, b, c)
@@ -63,6 +64,7 @@ func testSubscriptions(t *testing.T, s accounts.Store) {
 	a2 := f.subscription(u, p, append(seats(accounts.BlockAsia, 0, 2), seats(accounts.BlockAmericas, 1, 2)...))
 	a2.ID, a2.CreatedAt = a.ID, a.CreatedAt
 	a2.Status, a2.BillingCycle, a2.Quantity, a2.CancelAtPeriodEnd = accounts.SubPastDue, accounts.CycleYear, 2, false
+	a2.PeriodAmount = "1948.20" // kept as written, trailing zero included
 	a2.Blocks = []accounts.Block{accounts.BlockAsia, accounts.BlockAmericas}
 	update(t, s, func(tx accounts.Tx) error { return tx.UpdateSubscription(a2) })
 	expect(t, s, "GetSubscription after update", a2, func(tx accounts.Tx) (*accounts.Subscription, error) { return tx.GetSubscription(a.ID) })
