@@ -5,7 +5,6 @@ package accounts
 // the answers to purchase requests that carried an Idempotency-Key.
 
 import (
-	"errors"
 	"time"
 )
 
@@ -63,33 +62,4 @@ type IdempotentRequest struct {
 	Status    int
 	Body      []byte
 	CreatedAt time.Time
-}
-
-// DeclineError is a declined payment with the processor's reason, in words a
-// user understands. errors.Is(err, ErrDeclined) holds for it.
-type DeclineError struct {
-	// Reason is the processor's explanation, e.g. "Your card has
-	// insufficient funds." Empty when the processor gave none.
-	Reason string
-	// Code is the processor's machine-readable reason (card_declined,
-	// authentication_required, ...), for logs.
-	Code string
-}
-
-func (e *DeclineError) Error() string {
-	if e.Reason == "" {
-		return ErrDeclined.Error()
-	}
-	return ErrDeclined.Error() + ": " + e.Reason
-}
-
-// Is makes errors.Is(err, ErrDeclined) true.
-func (e *DeclineError) Is(target error) bool { return target == ErrDeclined }
-
-// DeclineReason returns the user-facing reason of a decline, or "".
-func DeclineReason(err error) string {
-	if d, ok := errors.AsType[*DeclineError](err); ok {
-		return d.Reason
-	}
-	return ""
 }

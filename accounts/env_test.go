@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/billing"
 )
 
 // testClock is a clock tests move by hand.
@@ -81,7 +82,7 @@ type env struct {
 	st       accounts.Store
 	svc      *accounts.Service
 	clock    *testClock
-	proc     *accounts.TestProcessor
+	proc     *billing.TestProcessor
 	notifier *recordingNotifier
 
 	mu        sync.Mutex
@@ -94,7 +95,7 @@ func newEnv(t *testing.T, st accounts.Store) *env {
 	e := &env{
 		t: t, ctx: context.Background(), st: st,
 		clock:    &testClock{t: envStart},
-		proc:     accounts.NewTestProcessor(),
+		proc:     billing.NewTestProcessor(),
 		notifier: &recordingNotifier{},
 	}
 	e.svc = e.newServiceOn(st)
@@ -336,8 +337,8 @@ func (e *env) lifecycle() accounts.LifecycleReport {
 }
 
 // chargesFor returns the ledger entries whose idempotency key mentions id.
-func (e *env) chargesFor(id string) []accounts.TestCharge {
-	var out []accounts.TestCharge
+func (e *env) chargesFor(id string) []billing.TestCharge {
+	var out []billing.TestCharge
 	for _, c := range e.proc.Ledger() {
 		if strings.Contains(c.IdempotencyKey, id) {
 			out = append(out, c)

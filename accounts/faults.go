@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+
+	"github.com/timeblock/timeblock/accounts/billing"
 )
 
 // LoseChargeAnswersEnv makes the built-in test processor lose the answer of
@@ -19,7 +21,7 @@ const LoseChargeAnswersEnv = "TIMEBLOCK_TEST_LOSE_CHARGE_ANSWERS"
 var errAnswerLost = errors.New("test processor: the answer of a charge it made was lost (" + LoseChargeAnswersEnv + ")")
 
 // loseAnswers wraps p when LoseChargeAnswersEnv asks for it.
-func loseAnswers(p Processor) Processor {
+func loseAnswers(p billing.Processor) billing.Processor {
 	rate, err := strconv.ParseFloat(os.Getenv(LoseChargeAnswersEnv), 64)
 	if err != nil || rate <= 0 {
 		return p
@@ -29,11 +31,11 @@ func loseAnswers(p Processor) Processor {
 
 // lossyProcessor loses the answers of some of its charges.
 type lossyProcessor struct {
-	Processor
+	billing.Processor
 	rate float64
 }
 
-func (p *lossyProcessor) Charge(ctx context.Context, req ChargeRequest) (string, error) {
+func (p *lossyProcessor) Charge(ctx context.Context, req billing.ChargeRequest) (string, error) {
 	ref, err := p.Processor.Charge(ctx, req)
 	if err == nil && rand.Float64() < p.rate {
 		return "", errAnswerLost

@@ -41,6 +41,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/timeblock/timeblock/accounts/billing"
 	"go.uber.org/zap"
 )
 
@@ -69,7 +70,7 @@ type IncompleteData struct {
 // payment's reference on its charge intent (which stays pending), and
 // returns the 402 to answer. When that cannot be written the payment is
 // canceled and the seats released.
-func (s *Service) holdIncomplete(ctx context.Context, p *purchase, action *ActionRequiredError) error {
+func (s *Service) holdIncomplete(ctx context.Context, p *purchase, action *billing.ActionRequiredError) error {
 	in, sub := p.intent, p.sub
 	err := s.store.Update(ctx, func(tx Tx) error {
 		cur, err := tx.GetChargeIntent(in.ID)
@@ -84,14 +85,14 @@ func (s *Service) holdIncomplete(ctx context.Context, p *purchase, action *Actio
 	})
 	if err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		state, cerr := s.processor.CancelPayment(cctx, action.Ref, CancelKey(in.IdempotencyKey))
+		state, cerr := s.processor.CancelPayment(cctx, action.Ref, billing.CancelKey(in.IdempotencyKey))
 		cancel()
 		switch {
 		case cerr != nil:
 			// The intent stays pending: settlement refunds a charge made after all.
 			s.logger.Error("subscribe: canceling a waiting payment failed", zap.String("intent_id", in.ID), zap.Error(cerr))
 			s.releaseSeats(ctx, sub.ID)
-		case state == PaymentSucceeded:
+		case state == billing.PaymentSucceeded:
 			s.refundIntent(ctx, in.ID, in.IdempotencyKey, action.Ref, "the incomplete subscription could not be recorded")
 			s.releaseSeats(ctx, sub.ID)
 		default:
@@ -132,7 +133,7 @@ func subscribeIntentTx(tx Tx, subID string, now time.Time) (*ChargeIntent, error
 	if err != nil {
 		return nil, err
 	}
-	key := chargeKeySubscribe(subID)
+	key := billing.SubscribeKey(subID)
 	for _, in := range open {
 		if in.IdempotencyKey == key {
 			return in, nil
@@ -152,7 +153,7 @@ func settleIncompleteTx(tx Tx, sub *Subscription, state, ref string, now time.Ti
 		return "", err
 	}
 	switch state {
-	case PaymentSucceeded:
+	case billing.PaymentSucceeded:
 		pool, err := tx.GetPool(sub.PoolID)
 		if err != nil {
 			return "", err
@@ -183,7 +184,7 @@ func settleIncompleteTx(tx Tx, sub *Subscription, state, ref string, now time.Ti
 			Amount: amount, Status: ChargeSucceeded, ProcessorRef: ref, CreatedAt: now,
 		})
 		return sub.Status, err
-	case PaymentFailed:
+	case billing.PaymentFailed:
 		if in != nil {
 			in.Status, in.UpdatedAt = IntentVoid, now
 			if err := tx.UpdateChargeIntent(in); err != nil {
@@ -261,18 +262,18 @@ func (s *Service) ConfirmSubscription(ctx context.Context, userID, subID string)
 			return nil, &Error{Status: 502, Message: "the payment processor could not be asked; try again in a moment"}
 		}
 		switch state {
-		case PaymentWaiting:
+		case billing.PaymentWaiting:
 			hold := sub.CreatedAt.Add(IncompleteHold)
 			return nil, &Error{Status: 402,
 				Message: fmt.Sprintf("the payment still waits for your bank's confirmation (3-D Secure); finish it and confirm again before %s", hold.Format(time.RFC3339)),
 				Data:    IncompleteData{SubscriptionID: sub.ID, Status: SubIncomplete, Amount: in.Amount, HoldExpiresAt: hold}}
-		case PaymentSucceeded, PaymentFailed:
+		case billing.PaymentSucceeded, billing.PaymentFailed:
 			status, err := s.settleIncomplete(ctx, subID, state, ref)
 			if err != nil {
 				return nil, passClientError("confirm", err)
 			}
 			if status == SubCanceled {
-				s.cancelPayment(ctx, ref, chargeKeySubscribe(subID))
+				s.cancelPayment(ctx, ref, billing.SubscribeKey(subID))
 			}
 		}
 	}
@@ -343,8 +344,8 @@ func (s *Service) ExpireIncomplete(ctx context.Context) (int, error) {
 		errs []error
 	)
 	for _, in := range expired {
-		state, err := s.processor.CancelPayment(ctx, in.ProcessorRef, CancelKey(in.IdempotencyKey))
-		if err == nil && state == PaymentWaiting {
+		state, err := s.processor.CancelPayment(ctx, in.ProcessorRef, billing.CancelKey(in.IdempotencyKey))
+		if err == nil && state == billing.PaymentWaiting {
 			err = fmt.Errorf("payment %s still waits after its cancellation", in.ProcessorRef)
 		}
 		if err != nil {
@@ -369,7 +370,7 @@ func (s *Service) ExpireIncomplete(ctx context.Context) (int, error) {
 func (s *Service) cancelPayment(ctx context.Context, ref, idem string) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if _, err := s.processor.CancelPayment(cctx, ref, CancelKey(idem)); err != nil {
+	if _, err := s.processor.CancelPayment(cctx, ref, billing.CancelKey(idem)); err != nil {
 		s.logger.Warn("canceling the payment of a canceled incomplete subscription failed", zap.String("payment_ref", ref), zap.Error(err))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/billing"
 )
 
 // incompleteSubscribe subscribes u (whose card asks for 3-D Secure) to one
@@ -14,7 +15,7 @@ func (e *env) incompleteSubscribe(u *accounts.User, pool *accounts.Pool) account
 	e.t.Helper()
 	q := 1
 	_, err := e.svc.Subscribe(e.ctx, u.ID, pool.Slug, accounts.SubscribeRequest{Blocks: []string{"europe"}, Quantity: &q})
-	if errors.Is(err, accounts.ErrDeclined) {
+	if errors.Is(err, billing.ErrDeclined) {
 		e.t.Fatalf("a payment waiting for the customer is not a decline: %v", err)
 	}
 	ae := wantStatus(e.t, err, 402, "3-D Secure", "/confirm")
@@ -80,11 +81,11 @@ func TestIncompleteActivatedByWebhook(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
 		p := e.pool("sca-hook", accounts.PoolActive, 1, false)
-		u, _ := e.user("hook@example.com", accounts.TestCardAuthentication)
+		u, _ := e.user("hook@example.com", billing.TestCardAuthentication)
 		data := e.incompleteSubscribe(u, p)
 
 		// Held: a second buyer finds the seat taken.
-		other, _ := e.user("other@example.com", accounts.TestCardVisa)
+		other, _ := e.user("other@example.com", billing.TestCardVisa)
 		q := 1
 		_, err := e.svc.Subscribe(e.ctx, other.ID, p.Slug, accounts.SubscribeRequest{Blocks: []string{"europe"}, Quantity: &q})
 		wantStatus(t, err, 409, "sold out")
@@ -134,7 +135,7 @@ func TestIncompleteActivatedByConfirm(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
 		p := e.pool("sca-confirm", accounts.PoolActive, 2, false)
-		u, _ := e.user("confirm@example.com", accounts.TestCardAuthentication)
+		u, _ := e.user("confirm@example.com", billing.TestCardAuthentication)
 		data := e.incompleteSubscribe(u, p)
 
 		_, err := e.svc.ConfirmSubscription(e.ctx, u.ID, data.SubscriptionID)
@@ -165,7 +166,7 @@ func TestIncompleteManualPoolPendingKey(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
 		p := e.pool("sca-manual", accounts.PoolActive, 1, true)
-		u, _ := e.user("manual@example.com", accounts.TestCardAuthentication)
+		u, _ := e.user("manual@example.com", billing.TestCardAuthentication)
 		data := e.incompleteSubscribe(u, p)
 		ref := data.ClientSecret[:len(data.ClientSecret)-len("_secret_test")]
 		e.must(e.proc.Authenticate(e.ctx, ref))
@@ -184,7 +185,7 @@ func TestIncompleteExpires(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
 		p := e.pool("sca-expiry", accounts.PoolActive, 1, false)
-		u, _ := e.user("expiry@example.com", accounts.TestCardAuthentication)
+		u, _ := e.user("expiry@example.com", billing.TestCardAuthentication)
 		data := e.incompleteSubscribe(u, p)
 		ref := data.ClientSecret[:len(data.ClientSecret)-len("_secret_test")]
 
@@ -203,14 +204,14 @@ func TestIncompleteExpires(t *testing.T) {
 		if sub.Status != accounts.SubCanceled || len(sub.Seats) != 0 || len(e.taken(p.ID)) != 0 {
 			t.Fatalf("after expiry: %s, %d seats, %d taken", sub.Status, len(sub.Seats), len(e.taken(p.ID)))
 		}
-		if st, err := e.proc.PaymentStatus(e.ctx, ref); err != nil || st != accounts.PaymentFailed {
+		if st, err := e.proc.PaymentStatus(e.ctx, ref); err != nil || st != billing.PaymentFailed {
 			t.Fatalf("payment after expiry = %q %v, want canceled (failed)", st, err)
 		}
 		if err := e.proc.Authenticate(e.ctx, ref); err == nil {
 			t.Fatal("a canceled payment could still be authenticated")
 		}
 		// The seat sells again.
-		buyer, _ := e.user("buyer@example.com", accounts.TestCardVisa)
+		buyer, _ := e.user("buyer@example.com", billing.TestCardVisa)
 		e.subscribe(buyer, p.Slug, 1, "europe")
 		// The confirm page comes back too late.
 		_, err := e.svc.ConfirmSubscription(e.ctx, u.ID, data.SubscriptionID)
@@ -222,7 +223,7 @@ func TestIncompleteExpires(t *testing.T) {
 		}
 
 		// A processor reporting a success for it anyway: refunded.
-		late, err := e.proc.Charge(e.ctx, accounts.ChargeRequest{UserID: u.ID, MethodID: accounts.TestCardVisa,
+		late, err := e.proc.Charge(e.ctx, billing.ChargeRequest{UserID: u.ID, MethodID: billing.TestCardVisa,
 			Amount: data.Amount, IdempotencyKey: "subscribe:" + data.SubscriptionID})
 		e.must(err)
 		if late != ref {
@@ -247,7 +248,7 @@ func TestIncompleteExpiryHonoursMissedSuccess(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
 		p := e.pool("sca-missed", accounts.PoolActive, 1, false)
-		u, _ := e.user("missed@example.com", accounts.TestCardAuthentication)
+		u, _ := e.user("missed@example.com", billing.TestCardAuthentication)
 		data := e.incompleteSubscribe(u, p)
 		ref := data.ClientSecret[:len(data.ClientSecret)-len("_secret_test")]
 		e.must(e.proc.Authenticate(e.ctx, ref))
@@ -265,7 +266,7 @@ func TestIncompleteFailedByWebhook(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
 		p := e.pool("sca-failed", accounts.PoolActive, 1, false)
-		u, _ := e.user("failed@example.com", accounts.TestCardAuthentication)
+		u, _ := e.user("failed@example.com", billing.TestCardAuthentication)
 		data := e.incompleteSubscribe(u, p)
 		ref := data.ClientSecret[:len(data.ClientSecret)-len("_secret_test")]
 		res, err := e.svc.ApplyProcessorEvent(e.ctx, accounts.ProcessorEvent{ID: "evt_fail", Type: "payment_intent.payment_failed",
@@ -301,7 +302,7 @@ func TestIncompleteIdempotentTakeover(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
 		p := e.pool("sca-takeover", accounts.PoolActive, 1, false)
-		u, _ := e.user("takeover@example.com", accounts.TestCardAuthentication)
+		u, _ := e.user("takeover@example.com", billing.TestCardAuthentication)
 		start, err := e.svc.BeginIdempotent(e.ctx, u.ID, "k-1", "fp")
 		e.must(err)
 		q := 1

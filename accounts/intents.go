@@ -46,6 +46,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/timeblock/timeblock/accounts/billing"
 	"go.uber.org/zap"
 )
 
@@ -184,7 +185,7 @@ func (s *Service) refundIntent(ctx context.Context, id, idem, ref, why string) (
 func (s *Service) refundCharge(ctx context.Context, ref, chargeKey, why string) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := s.processor.Refund(rctx, ref, RefundKey(chargeKey)); err != nil {
+	if err := s.processor.Refund(rctx, ref, billing.RefundKey(chargeKey)); err != nil {
 		s.logger.Error("REFUND FAILED: settlement retries it while its intent is open; refund by hand if it keeps failing",
 			zap.String("charge_ref", ref), zap.String("reason", why), zap.Error(err))
 		return err
@@ -399,7 +400,7 @@ func (s *Service) settleAbandonedRenewal(ctx context.Context, chargeID, subID st
 		}
 		in = &ChargeIntent{
 			ID: newID(), UserID: c.UserID, SubscriptionID: subID, ChargeID: c.ID, Kind: IntentRenewal,
-			Amount: c.Amount, IdempotencyKey: chargeKeyRenewal(subID, c.PeriodStart),
+			Amount: c.Amount, IdempotencyKey: billing.RenewalKey(subID, c.PeriodStart),
 			Status: IntentSettling, CreatedAt: now, UpdatedAt: now,
 		}
 		return tx.CreateChargeIntent(in)

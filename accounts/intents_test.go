@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/billing"
 )
 
 // errCrash is what a simulated crash panics with.
@@ -25,7 +26,7 @@ var errCrash = errors.New("simulated crash after the charge")
 // charge (the node dies before recording it), run a hook after each charge,
 // fail FindCharge (processor unreachable), and counts refunds.
 type crashProcessor struct {
-	accounts.Processor
+	billing.Processor
 	crash       atomic.Bool
 	findFails   atomic.Bool
 	chargeFails atomic.Bool // fails before charging (processor unreachable)
@@ -35,7 +36,7 @@ type crashProcessor struct {
 
 var errUnreachable = errors.New("processor unreachable")
 
-func (p *crashProcessor) Charge(ctx context.Context, req accounts.ChargeRequest) (string, error) {
+func (p *crashProcessor) Charge(ctx context.Context, req billing.ChargeRequest) (string, error) {
 	if p.chargeFails.Load() {
 		return "", errUnreachable
 	}
@@ -63,7 +64,7 @@ func (p *crashProcessor) Refund(ctx context.Context, ref, key string) error {
 
 // node builds a service ("a node", or the same node after a restart) on st
 // with the given processor and the environment's clock.
-func (e *env) node(st accounts.Store, p accounts.Processor) *accounts.Service {
+func (e *env) node(st accounts.Store, p billing.Processor) *accounts.Service {
 	e.t.Helper()
 	svc, err := accounts.NewService(accounts.Config{
 		Store: st, Secret: envSecret, TermsVersion: envTerms, Processor: p,
@@ -101,8 +102,8 @@ func (e *env) intent(id string) *accounts.ChargeIntent {
 
 // ledgerOf returns the test processor's ledger entries whose idempotency key
 // has the prefix.
-func ledgerOf(p *accounts.TestProcessor, prefix string) []accounts.TestCharge {
-	var out []accounts.TestCharge
+func ledgerOf(p *billing.TestProcessor, prefix string) []billing.TestCharge {
+	var out []billing.TestCharge
 	for _, c := range p.Ledger() {
 		if strings.HasPrefix(c.IdempotencyKey, prefix) {
 			out = append(out, c)
@@ -118,10 +119,10 @@ func TestSubscribeCrashAfterChargeIsRefundedBySettlement(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
 		p := e.pool("crash", accounts.PoolActive, 2, false)
-		u, _ := e.user("hal@example.test", accounts.TestCardVisa)
+		u, _ := e.user("hal@example.test", billing.TestCardVisa)
 
 		// The node charges the card and dies before the subscription commits.
-		proc := &crashProcessor{Processor: accounts.NewTestProcessorOn(st)}
+		proc := &crashProcessor{Processor: billing.NewTestProcessorOn(accounts.TestLedger(st))}
 		proc.crash.Store(true)
 		node := e.node(st, proc)
 		if !crashed(func() {
@@ -139,7 +140,7 @@ func TestSubscribeCrashAfterChargeIsRefundedBySettlement(t *testing.T) {
 		}
 
 		// The restarted node: a fresh processor on the same ledger.
-		ledger := accounts.NewTestProcessorOn(st)
+		ledger := billing.NewTestProcessorOn(accounts.TestLedger(st))
 		if l := ledgerOf(ledger, "subscribe:"); len(l) != 1 || l[0].Refunded {
 			t.Fatalf("ledger after the crash: %+v, want one charge, not refunded", l)
 		}
@@ -182,8 +183,8 @@ func TestSubscribeMarksIntentDone(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
 		e.pool("fine", accounts.PoolActive, 2, false)
-		u, _ := e.user("ida@example.test", accounts.TestCardVisa)
-		proc := accounts.NewTestProcessorOn(st)
+		u, _ := e.user("ida@example.test", billing.TestCardVisa)
+		proc := billing.NewTestProcessorOn(accounts.TestLedger(st))
 		res, err := e.node(st, proc).Subscribe(e.ctx, u.ID, "fine", accounts.SubscribeRequest{Blocks: []string{"europe"}})
 		e.must(err)
 		if open := e.openIntents(); len(open) != 0 {
@@ -200,7 +201,7 @@ func TestSubscribeMarksIntentDone(t *testing.T) {
 		}
 
 		// A declined card leaves a void intent and no charge.
-		d, _ := e.user("ivy@example.test", accounts.TestCardDeclined)
+		d, _ := e.user("ivy@example.test", billing.TestCardDeclined)
 		_, err = e.node(st, proc).Subscribe(e.ctx, d.ID, "fine", accounts.SubscribeRequest{Blocks: []string{"europe"}})
 		wantStatus(t, err, 402)
 		if open := e.openIntents(); len(open) != 0 {
@@ -215,8 +216,8 @@ func TestUnansweredChargeIsSettledVoid(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
 		e.pool("mute", accounts.PoolActive, 2, false)
-		u, _ := e.user("jo@example.test", accounts.TestCardVisa)
-		proc := &crashProcessor{Processor: accounts.NewTestProcessorOn(st)}
+		u, _ := e.user("jo@example.test", billing.TestCardVisa)
+		proc := &crashProcessor{Processor: billing.NewTestProcessorOn(accounts.TestLedger(st))}
 		proc.chargeFails.Store(true)
 		_, err := e.node(st, proc).Subscribe(e.ctx, u.ID, "mute", accounts.SubscribeRequest{Blocks: []string{"europe"}})
 		wantStatus(t, err, 502, "nothing was created", "refunded")
@@ -243,8 +244,8 @@ func TestSettlementWaitsForAnUnreachableProcessor(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
 		e.pool("down", accounts.PoolActive, 2, false)
-		u, _ := e.user("kim@example.test", accounts.TestCardVisa)
-		proc := &crashProcessor{Processor: accounts.NewTestProcessorOn(st)}
+		u, _ := e.user("kim@example.test", billing.TestCardVisa)
+		proc := &crashProcessor{Processor: billing.NewTestProcessorOn(accounts.TestLedger(st))}
 		proc.crash.Store(true)
 		node := e.node(st, proc)
 		crashed(func() { node.Subscribe(e.ctx, u.ID, "down", accounts.SubscribeRequest{Blocks: []string{"europe"}}) })
@@ -281,8 +282,8 @@ func TestSettlerWinsOverALateCommit(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
 		p := e.pool("late", accounts.PoolActive, 2, false)
-		u, _ := e.user("lee@example.test", accounts.TestCardVisa)
-		ledger := accounts.NewTestProcessorOn(st)
+		u, _ := e.user("lee@example.test", billing.TestCardVisa)
+		ledger := billing.NewTestProcessorOn(accounts.TestLedger(st))
 		proc := &crashProcessor{Processor: ledger}
 		settler := e.node(st, proc)
 		var settled accounts.SettlementReport
@@ -318,10 +319,10 @@ func TestSettlementKeepsARecordedCharge(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
 		p := e.pool("kept", accounts.PoolActive, 2, false)
-		u, _ := e.user("max@example.test", accounts.TestCardVisa)
+		u, _ := e.user("max@example.test", billing.TestCardVisa)
 		sub := e.sub(u, p, accounts.SubActive, 1, accounts.BlockEurope)
-		ledger := accounts.NewTestProcessorOn(st)
-		_, err := ledger.Charge(e.ctx, accounts.ChargeRequest{UserID: u.ID, MethodID: accounts.TestCardVisa, Amount: "96.00", IdempotencyKey: "subscribe:" + sub.ID})
+		ledger := billing.NewTestProcessorOn(accounts.TestLedger(st))
+		_, err := ledger.Charge(e.ctx, billing.ChargeRequest{UserID: u.ID, MethodID: billing.TestCardVisa, Amount: "96.00", IdempotencyKey: "subscribe:" + sub.ID})
 		e.must(err)
 		now := e.clock.Now()
 		in := &accounts.ChargeIntent{ID: envID(), UserID: u.ID, SubscriptionID: sub.ID, Kind: accounts.IntentSubscribe,
@@ -348,12 +349,12 @@ func TestSettlementOncePerIntentAcrossNodes(t *testing.T) {
 	forEachStoreNodes(t, 3, func(t *testing.T, nodes []accounts.Store) {
 		e := newEnv(t, nodes[0])
 		e.pool("many", accounts.PoolActive, 20, false)
-		ledger := accounts.NewTestProcessorOn(nodes[0])
+		ledger := billing.NewTestProcessorOn(accounts.TestLedger(nodes[0]))
 		proc := &crashProcessor{Processor: ledger}
 		proc.crash.Store(true)
 		const crashes = 4
 		for i := 0; i < crashes; i++ {
-			u, _ := e.user(envID()+"@example.test", accounts.TestCardVisa)
+			u, _ := e.user(envID()+"@example.test", billing.TestCardVisa)
 			node := e.node(nodes[0], proc)
 			crashed(func() { node.Subscribe(e.ctx, u.ID, "many", accounts.SubscribeRequest{Blocks: []string{"europe"}}) })
 		}
@@ -404,19 +405,19 @@ func TestRetryCrashAfterChargeIsRefunded(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
 		e.pool("due", accounts.PoolActive, 2, false)
-		u, _ := e.user("ned@example.test", accounts.TestCardVisa)
-		proc := &crashProcessor{Processor: accounts.NewTestProcessorOn(st)}
+		u, _ := e.user("ned@example.test", billing.TestCardVisa)
+		proc := &crashProcessor{Processor: billing.NewTestProcessorOn(accounts.TestLedger(st))}
 		node := e.node(st, proc)
 		res, err := node.Subscribe(e.ctx, u.ID, "due", accounts.SubscribeRequest{Blocks: []string{"europe"}})
 		e.must(err)
-		_, err = node.SetupIntent(e.ctx, u.ID, accounts.TestCardDeclined)
+		_, err = node.SetupIntent(e.ctx, u.ID, billing.TestCardDeclined)
 		e.must(err)
 		e.clock.Set(res.CurrentPeriodEnd.Add(time.Minute))
 		if rep, err := node.RunLifecycle(e.ctx); err != nil || rep.PastDue != 1 {
 			t.Fatalf("lifecycle %+v, %v; want one past due", rep, err)
 		}
 		proc.crash.Store(true)
-		if !crashed(func() { node.SetupIntent(e.ctx, u.ID, accounts.TestCardVisa) }) {
+		if !crashed(func() { node.SetupIntent(e.ctx, u.ID, billing.TestCardVisa) }) {
 			t.Fatal("the retry did not reach the simulated crash")
 		}
 		open := e.openIntents()
@@ -433,7 +434,7 @@ func TestRetryCrashAfterChargeIsRefunded(t *testing.T) {
 		if got := e.getSub(res.ID); got.Status != accounts.SubPastDue {
 			t.Errorf("subscription %s, want past_due", got.Status)
 		}
-		retries := ledgerOf(proc.Processor.(*accounts.TestProcessor), "retry:")
+		retries := ledgerOf(proc.Processor.(*billing.TestProcessor), "retry:")
 		if len(retries) != 1 || !retries[0].Refunded {
 			t.Errorf("retry charges %+v, want one refunded", retries)
 		}
@@ -446,8 +447,8 @@ func TestRenewalCrashAfterChargeEndsConsistent(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
 		e.pool("renew", accounts.PoolActive, 2, false)
-		u, _ := e.user("oda@example.test", accounts.TestCardVisa)
-		ledger := accounts.NewTestProcessorOn(st)
+		u, _ := e.user("oda@example.test", billing.TestCardVisa)
+		ledger := billing.NewTestProcessorOn(accounts.TestLedger(st))
 		proc := &crashProcessor{Processor: ledger}
 		res, err := e.node(st, proc).Subscribe(e.ctx, u.ID, "renew", accounts.SubscribeRequest{Blocks: []string{"europe"}})
 		e.must(err)
@@ -458,7 +459,7 @@ func TestRenewalCrashAfterChargeEndsConsistent(t *testing.T) {
 			t.Fatal("the renewal did not reach the simulated crash")
 		}
 		proc.crash.Store(false)
-		restarted := e.node(st, accounts.NewTestProcessorOn(st))
+		restarted := e.node(st, billing.NewTestProcessorOn(accounts.TestLedger(st)))
 		if rep, err := restarted.RunLifecycle(e.ctx); err != nil || rep.Renewed != 0 {
 			t.Errorf("within the claim timeout: %+v, %v; want nothing renewed", rep, err)
 		}
@@ -489,10 +490,10 @@ func TestRenewalCrashAfterChargeEndsConsistent(t *testing.T) {
 func TestTestProcessorLedgerIsDurable(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
-		req := accounts.ChargeRequest{UserID: "u1", MethodID: accounts.TestCardVisa, Amount: "10.00", IdempotencyKey: "k1"}
-		ref, err := accounts.NewTestProcessorOn(st).Charge(e.ctx, req)
+		req := billing.ChargeRequest{UserID: "u1", MethodID: billing.TestCardVisa, Amount: "10.00", IdempotencyKey: "k1"}
+		ref, err := billing.NewTestProcessorOn(accounts.TestLedger(st)).Charge(e.ctx, req)
 		e.must(err)
-		again := accounts.NewTestProcessorOn(st)
+		again := billing.NewTestProcessorOn(accounts.TestLedger(st))
 		req.Amount = "99.00"
 		ref2, err := again.Charge(e.ctx, req)
 		e.must(err)
@@ -505,15 +506,15 @@ func TestTestProcessorLedgerIsDurable(t *testing.T) {
 		}
 		e.must(again.Refund(e.ctx, ref, "refund:k1"))
 		e.must(again.Refund(e.ctx, ref, "refund:k1"))
-		if l := accounts.NewTestProcessorOn(st).Ledger(); len(l) != 1 || !l[0].Refunded {
+		if l := billing.NewTestProcessorOn(accounts.TestLedger(st)).Ledger(); len(l) != 1 || !l[0].Refunded {
 			t.Errorf("ledger %+v", l)
 		}
-		decl := accounts.ChargeRequest{UserID: "u1", MethodID: accounts.TestCardDeclined, Amount: "10.00", IdempotencyKey: "k2"}
-		if _, err := again.Charge(e.ctx, decl); !errors.Is(err, accounts.ErrDeclined) {
+		decl := billing.ChargeRequest{UserID: "u1", MethodID: billing.TestCardDeclined, Amount: "10.00", IdempotencyKey: "k2"}
+		if _, err := again.Charge(e.ctx, decl); !errors.Is(err, billing.ErrDeclined) {
 			t.Errorf("declined card: %v", err)
 		}
-		decl.MethodID = accounts.TestCardVisa
-		if _, err := accounts.NewTestProcessorOn(st).Charge(e.ctx, decl); !errors.Is(err, accounts.ErrDeclined) {
+		decl.MethodID = billing.TestCardVisa
+		if _, err := billing.NewTestProcessorOn(accounts.TestLedger(st)).Charge(e.ctx, decl); !errors.Is(err, billing.ErrDeclined) {
 			t.Errorf("repeat of a declined key: %v, want the first outcome (declined)", err)
 		}
 		if _, found, _ := again.FindCharge(e.ctx, "k2"); found {
@@ -530,8 +531,8 @@ func TestAbandonedRenewalClaimIsRefunded(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
 		e.pool("gone", accounts.PoolActive, 2, false)
-		u, _ := e.user("pia@example.test", accounts.TestCardVisa)
-		ledger := accounts.NewTestProcessorOn(st)
+		u, _ := e.user("pia@example.test", billing.TestCardVisa)
+		ledger := billing.NewTestProcessorOn(accounts.TestLedger(st))
 		proc := &crashProcessor{Processor: ledger}
 		node := e.node(st, proc)
 		res, err := node.Subscribe(e.ctx, u.ID, "gone", accounts.SubscribeRequest{Blocks: []string{"europe"}})

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/timeblock/timeblock/accounts/billing"
 	"go.uber.org/zap"
 )
 
@@ -195,7 +196,7 @@ func (s *Service) renew(ctx context.Context, subID string, now time.Time) (dueOu
 	// Claim the period.
 	var (
 		charge *Charge
-		method *PaymentMethod
+		method *billing.PaymentMethod
 		userID string
 	)
 	err := s.store.Update(ctx, func(tx Tx) error {
@@ -262,14 +263,14 @@ func (s *Service) renew(ctx context.Context, subID string, now time.Time) (dueOu
 	var ref string
 	declined := method == nil
 	if method != nil {
-		ref, err = s.processor.Charge(ctx, ChargeRequest{
+		ref, err = s.processor.Charge(ctx, billing.ChargeRequest{
 			UserID:         userID,
 			MethodID:       method.ID,
 			Amount:         charge.Amount,
-			IdempotencyKey: chargeKeyRenewal(subID, charge.PeriodStart),
+			IdempotencyKey: billing.RenewalKey(subID, charge.PeriodStart),
 			Description:    fmt.Sprintf("Timeblock subscription %s, period from %s", subID, charge.PeriodStart.Format(time.DateOnly)),
 		})
-		if errors.Is(err, ErrDeclined) {
+		if errors.Is(err, billing.ErrDeclined) {
 			declined, err = true, nil
 		}
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/billing"
 )
 
 // Several nodes (Services) run the lifecycle at the same moment on one
@@ -22,7 +23,7 @@ func TestLifecycleExactlyOnceAcrossNodes(t *testing.T) {
 		var subs []*accounts.SubscribeResult
 		var badUsers []*accounts.User
 		for i := 0; i < good+bad+canceling; i++ {
-			u, _ := e.user(envID()+"@example.test", accounts.TestCardVisa)
+			u, _ := e.user(envID()+"@example.test", billing.TestCardVisa)
 			subs = append(subs, e.subscribe(u, "multi", 1, "europe"))
 			switch {
 			case i >= good+bad:
@@ -33,7 +34,7 @@ func TestLifecycleExactlyOnceAcrossNodes(t *testing.T) {
 			}
 		}
 		for _, u := range badUsers {
-			_, err := e.svc.SetupIntent(e.ctx, u.ID, accounts.TestCardDeclined)
+			_, err := e.svc.SetupIntent(e.ctx, u.ID, billing.TestCardDeclined)
 			e.must(err)
 		}
 		services := make([]*accounts.Service, 0, len(nodes))
@@ -108,11 +109,11 @@ func TestLifecycleExactlyOnceAcrossNodes(t *testing.T) {
 // flakyProcessor fails charges (not a decline: the processor is unreachable)
 // while down is set.
 type flakyProcessor struct {
-	*accounts.TestProcessor
+	*billing.TestProcessor
 	down atomic.Bool
 }
 
-func (p *flakyProcessor) Charge(ctx context.Context, req accounts.ChargeRequest) (string, error) {
+func (p *flakyProcessor) Charge(ctx context.Context, req billing.ChargeRequest) (string, error) {
 	if p.down.Load() {
 		return "", errors.New("processor unreachable")
 	}
@@ -126,7 +127,7 @@ func TestLifecycleReclaimsAbandonedRenewals(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
 		e.pool("re", accounts.PoolActive, 5, false)
-		u, _ := e.user("lou@example.test", accounts.TestCardVisa)
+		u, _ := e.user("lou@example.test", billing.TestCardVisa)
 		res := e.subscribe(u, "re", 1, "asia")
 
 		flaky := &flakyProcessor{TestProcessor: e.proc}
@@ -166,8 +167,8 @@ func TestLifecycleReclaimsAbandonedRenewals(t *testing.T) {
 		sub := e.getSub(res.ID)
 		periodStart := sub.CurrentPeriodEnd
 		e.clock.Set(periodStart.Add(time.Minute))
-		ref, err := e.proc.Charge(e.ctx, accounts.ChargeRequest{
-			UserID: u.ID, MethodID: accounts.TestCardVisa, Amount: "80",
+		ref, err := e.proc.Charge(e.ctx, billing.ChargeRequest{
+			UserID: u.ID, MethodID: billing.TestCardVisa, Amount: "80",
 			IdempotencyKey: "renew:" + res.ID + ":" + periodStart.UTC().Format(time.RFC3339Nano),
 		})
 		e.must(err)
@@ -196,7 +197,7 @@ func TestRunWorker(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
 		e.pool("w", accounts.PoolActive, 5, false)
-		u, _ := e.user("max@example.test", accounts.TestCardVisa)
+		u, _ := e.user("max@example.test", billing.TestCardVisa)
 		res := e.subscribe(u, "w", 1, "asia")
 		e.clock.Set(res.CurrentPeriodEnd)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -228,7 +229,7 @@ func TestLifecycleCombinedKeyMembers(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
 		e.pool("co", accounts.PoolActive, 4, false)
-		u, _ := e.user("yan@example.test", accounts.TestCardVisa)
+		u, _ := e.user("yan@example.test", billing.TestCardVisa)
 		eu := e.subscribe(u, "co", 1, "europe")
 		e.clock.Advance(time.Second)
 		eu2 := e.subscribe(u, "co", 2, "europe")

@@ -3,7 +3,11 @@
 // It imports no Caddy package.
 package accounts
 
-import "time"
+import (
+	"time"
+
+	"github.com/timeblock/timeblock/accounts/billing"
+)
 
 // Block is one of the three fixed UTC time blocks a seat is sold in.
 type Block string
@@ -146,15 +150,8 @@ type User struct {
 	ID            string
 	Email         string // unique, lower-cased
 	Name          string
-	PaymentMethod *PaymentMethod // nil when no card is saved
+	PaymentMethod *billing.PaymentMethod // nil when no card is saved
 	CreatedAt     time.Time
-}
-
-// PaymentMethod is a saved card, as the processor describes it.
-type PaymentMethod struct {
-	ID    string // processor's id
-	Brand string
-	Last4 string
 }
 
 // Session is a logged-in session; only the token's hash is stored.
@@ -245,19 +242,4 @@ type ChargeIntent struct {
 	ProcessorRef   string // set once known
 	CreatedAt      time.Time
 	UpdatedAt      time.Time // when the status last changed (a claim's age)
-}
-
-// TestCharge is one charge attempt in the built-in test processor's ledger,
-// keyed by its idempotency key; declined attempts are kept too, so that a
-// repeated key is answered with the first outcome even after a restart.
-type TestCharge struct {
-	Ref            string
-	UserID         string
-	MethodID       string
-	Amount         string
-	IdempotencyKey string
-	Description    string
-	Declined       bool
-	Refunded       bool
-	CreatedAt      time.Time
 }

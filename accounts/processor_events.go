@@ -44,6 +44,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/timeblock/timeblock/accounts/billing"
 	"go.uber.org/zap"
 )
 
@@ -95,8 +96,8 @@ func (s *Service) ApplyProcessorEvent(ctx context.Context, ev ProcessorEvent) (*
 	if ev.Kind == EventSetupSucceeded {
 		return s.applySetupSucceeded(ctx, ev)
 	}
-	op, subID, rest := parseChargeKey(ev.IdempotencyKey)
-	if op == ChargeSubscribe && ev.Kind == EventChargeSucceeded && ev.Ref != "" {
+	op, subID, rest := billing.ParseKey(ev.IdempotencyKey)
+	if op == billing.ChargeSubscribe && ev.Kind == EventChargeSucceeded && ev.Ref != "" {
 		if err := s.refundUnrecordedSubscribe(ctx, ev, subID); err != nil {
 			return nil, fmt.Errorf("processor event %s: %w", ev.ID, err)
 		}
@@ -115,7 +116,7 @@ func (s *Service) ApplyProcessorEvent(ctx context.Context, ev ProcessorEvent) (*
 			return err
 		}
 		sub, err := tx.GetSubscription(subID)
-		if errors.Is(err, ErrNotFound) && op == ChargeSubscribe && ev.Kind != EventChargeSucceeded {
+		if errors.Is(err, ErrNotFound) && op == billing.ChargeSubscribe && ev.Kind != EventChargeSucceeded {
 			// The subscribe may still be running (its intent open): the
 			// failure must not be lost before the subscription exists.
 			open, err := tx.ListOpenChargeIntents(s.clock())
@@ -135,7 +136,7 @@ func (s *Service) ApplyProcessorEvent(ctx context.Context, ev ProcessorEvent) (*
 			return err
 		}
 		now := s.clock()
-		if sub.Status == SubIncomplete && op == ChargeSubscribe {
+		if sub.Status == SubIncomplete && op == billing.ChargeSubscribe {
 			in, err := subscribeIntentTx(tx, sub.ID, now)
 			if err != nil {
 				return err
@@ -151,9 +152,9 @@ func (s *Service) ApplyProcessorEvent(ctx context.Context, ev ProcessorEvent) (*
 			state := ""
 			switch ev.Kind {
 			case EventChargeSucceeded:
-				state = PaymentSucceeded
+				state = billing.PaymentSucceeded
 			case EventChargeFailed:
-				state = PaymentFailed
+				state = billing.PaymentFailed
 			}
 			if state == "" {
 				return nil
@@ -243,10 +244,10 @@ func (s *Service) ApplyProcessorEvent(ctx context.Context, ev ProcessorEvent) (*
 // renewal of its period, or a retry of it.
 func paysCharge(op, rest string, c *Charge) bool {
 	switch op {
-	case ChargeRenewal:
+	case billing.ChargeRenewal:
 		t, err := time.Parse(time.RFC3339Nano, rest)
 		return err == nil && t.Equal(c.PeriodStart)
-	case ChargeRetry:
+	case billing.ChargeRetry:
 		chargeID, _, _ := strings.Cut(rest, ":")
 		return chargeID == c.ID
 	}
@@ -296,9 +297,9 @@ func (s *Service) applySetupSucceeded(ctx context.Context, ev ProcessorEvent) (*
 	var res ProcessorEventResult
 	pm, err := s.processor.FinishSetup(ctx, ev.UserID, ev.Ref)
 	_, refused := errors.AsType[*Error](err)
-	_, waits := errors.AsType[*SetupActionRequiredError](err)
+	_, waits := errors.AsType[*billing.SetupActionRequiredError](err)
 	switch {
-	case refused || waits || errors.Is(err, ErrDeclined):
+	case refused || waits || errors.Is(err, billing.ErrDeclined):
 		// Not the user's, or not succeeded after all: nothing to save.
 	case err != nil:
 		return nil, fmt.Errorf("processor event %s: %w", ev.ID, err)

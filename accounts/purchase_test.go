@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/billing"
 )
 
 // lossyProcessor wraps the test processor like a network between Timeblock
 // and a real one: it can lose the answer of a charge the processor made,
 // and hold a charge in flight until released.
 type lossyProcessor struct {
-	*accounts.TestProcessor
+	*billing.TestProcessor
 
 	mu       sync.Mutex
 	loseNext int                      // answers to lose
@@ -23,7 +24,7 @@ type lossyProcessor struct {
 	byUser   map[string]int           // Charge calls per user
 }
 
-func (p *lossyProcessor) Charge(ctx context.Context, req accounts.ChargeRequest) (string, error) {
+func (p *lossyProcessor) Charge(ctx context.Context, req billing.ChargeRequest) (string, error) {
 	p.mu.Lock()
 	p.byUser[req.UserID]++
 	gate := p.hold[req.UserID]
@@ -84,7 +85,7 @@ func TestRetryAfterLostChargeAnswerChargesOnce(t *testing.T) {
 		e := newEnv(t, st)
 		fp := e.withLossyProcessor()
 		p := e.pool("lost", accounts.PoolActive, 2, false)
-		u, _ := e.user("lost@example.com", accounts.TestCardVisa)
+		u, _ := e.user("lost@example.com", billing.TestCardVisa)
 		q := 1
 		req := accounts.SubscribeRequest{Blocks: []string{"asia"}, Quantity: &q}
 
@@ -133,7 +134,7 @@ func TestSettledPurchaseAnswersItsKey(t *testing.T) {
 		e := newEnv(t, st)
 		fp := e.withLossyProcessor()
 		p := e.pool("settled", accounts.PoolActive, 1, false)
-		u, _ := e.user("settled@example.com", accounts.TestCardVisa)
+		u, _ := e.user("settled@example.com", billing.TestCardVisa)
 		q := 1
 		req := accounts.SubscribeRequest{Blocks: []string{"asia"}, Quantity: &q}
 		start, err := e.svc.BeginIdempotent(e.ctx, u.ID, "k", "fp")
@@ -171,8 +172,8 @@ func TestSeatRaceLoserIsNotCharged(t *testing.T) {
 		e := newEnv(t, st)
 		fp := e.withLossyProcessor()
 		p := e.pool("one-seat", accounts.PoolActive, 1, false)
-		a, _ := e.user("a@example.com", accounts.TestCardVisa)
-		b, _ := e.user("b@example.com", accounts.TestCardVisa)
+		a, _ := e.user("a@example.com", billing.TestCardVisa)
+		b, _ := e.user("b@example.com", billing.TestCardVisa)
 		gate := make(chan struct{})
 		fp.hold[a.ID] = gate
 		fp.started = make(chan string, 4)
@@ -199,7 +200,7 @@ func TestDeclineReleasesTheReservation(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
 		p := e.pool("declined", accounts.PoolActive, 1, false)
-		u, _ := e.user("declined@example.com", accounts.TestCardDeclined)
+		u, _ := e.user("declined@example.com", billing.TestCardDeclined)
 		q := 1
 		_, err := e.svc.Subscribe(e.ctx, u.ID, p.Slug, accounts.SubscribeRequest{Blocks: []string{"asia"}, Quantity: &q})
 		wantStatus(t, err, 402, "declined", "no seat is held")
@@ -219,7 +220,7 @@ func TestUnpaidHoldsAreBounded(t *testing.T) {
 		e := newEnv(t, st)
 		small := e.pool("small", accounts.PoolActive, 2, false)
 		other := e.pool("other", accounts.PoolActive, 2, false)
-		u, _ := e.user("holder@example.com", accounts.TestCardAuthentication)
+		u, _ := e.user("holder@example.com", billing.TestCardAuthentication)
 		q := 1
 		req := accounts.SubscribeRequest{Blocks: []string{"asia"}, Quantity: &q}
 		_, err := e.svc.Subscribe(e.ctx, u.ID, small.Slug, req)
@@ -260,7 +261,7 @@ func TestEventDuringReservationWaits(t *testing.T) {
 		e := newEnv(t, st)
 		fp := e.withLossyProcessor()
 		p := e.pool("webhook-race", accounts.PoolActive, 1, false)
-		u, _ := e.user("race@example.com", accounts.TestCardVisa)
+		u, _ := e.user("race@example.com", billing.TestCardVisa)
 		gate := make(chan struct{})
 		fp.hold[u.ID] = gate
 		fp.started = make(chan string, 1)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/billing"
 )
 
 // What a subscription pays at renewal is fixed when it is bought: a reload
@@ -15,7 +16,7 @@ func TestRenewalChargesWhatWasBought(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
 		p := e.pool("fixed", accounts.PoolActive, 3, false) // asia 80, europe 96, 0.15 off yearly
-		u, _ := e.user("fixed@example.com", accounts.TestCardVisa)
+		u, _ := e.user("fixed@example.com", billing.TestCardVisa)
 		q := 1
 		yearly, err := e.svc.Subscribe(e.ctx, u.ID, p.Slug, accounts.SubscribeRequest{Blocks: []string{"asia"}, Quantity: &q, BillingCycle: accounts.CycleYear})
 		e.must(err)
@@ -66,7 +67,7 @@ func TestRenewalOfYearlySubscriptionsStoredBefore(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
 		p := e.pool("before", accounts.PoolActive, 3, false) // asia 80, europe 96, 0.15 off yearly
-		u, _ := e.user("before@example.com", accounts.TestCardVisa)
+		u, _ := e.user("before@example.com", billing.TestCardVisa)
 		q := 1
 		paid, err := e.svc.Subscribe(e.ctx, u.ID, p.Slug, accounts.SubscribeRequest{Blocks: []string{"asia"}, Quantity: &q, BillingCycle: accounts.CycleYear})
 		e.must(err)
@@ -118,7 +119,7 @@ func TestPaymentFailedChargesWhatWasBought(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
 		p := e.pool("failed", accounts.PoolActive, 3, false)
-		u, _ := e.user("failed@example.com", accounts.TestCardVisa)
+		u, _ := e.user("failed@example.com", billing.TestCardVisa)
 		yearly := e.sub(u, p, accounts.SubActive, 1, accounts.BlockAsia)
 		legacy := e.sub(u, p, accounts.SubActive, 1, accounts.BlockEurope) // monthly 96, amount not kept
 		e.update(func(tx accounts.Tx) error {

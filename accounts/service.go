@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/timeblock/timeblock/accounts/billing"
 	"go.uber.org/zap"
 )
 
@@ -12,7 +13,7 @@ type Config struct {
 	Store        Store
 	Secret       string // encrypts retrievable consumption keys and combined-key tokens
 	TermsVersion string // current purchase-terms version
-	Processor    Processor
+	Processor    billing.Processor
 	Notifier     Notifier
 	SessionTTL   time.Duration    // default 30 days
 	GracePeriod  time.Duration    // past_due time before cancellation, default 7 days
@@ -26,7 +27,7 @@ type Config struct {
 type Service struct {
 	store        Store
 	sealer       *sealer
-	processor    Processor
+	processor    billing.Processor
 	notifier     Notifier
 	termsVersion string
 	sessionTTL   time.Duration
@@ -61,7 +62,7 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	if s.processor == nil {
 		// The ledger in the store survives restarts, as a real processor's does.
-		s.processor = loseAnswers(NewTestProcessorOn(cfg.Store))
+		s.processor = loseAnswers(billing.NewTestProcessorOn(TestLedger(cfg.Store)))
 	}
 	if s.notifier == nil {
 		s.notifier = LogNotifier{Logger: s.logger}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/billing"
 )
 
 // The test processor's card whose bank asks for 3-D Secure when it is
@@ -16,9 +17,9 @@ func TestSaveCardWaitsForSetupAuthentication(t *testing.T) {
 		e := newEnv(t, st)
 		e.pool("setup", accounts.PoolActive, 2, false)
 		u, _ := e.user("sca@example.test", "")
-		other, _ := e.user("eve@example.test", accounts.TestCardVisa)
+		other, _ := e.user("eve@example.test", billing.TestCardVisa)
 
-		_, err := e.svc.SetupIntent(e.ctx, u.ID, accounts.TestCardSetupAuthentication)
+		_, err := e.svc.SetupIntent(e.ctx, u.ID, billing.TestCardSetupAuthentication)
 		ae := wantStatus(t, err, 402, "confirmCardSetup", "not saved yet")
 		action, ok := ae.Data.(*accounts.SetupActionView)
 		if !ok || action.Status != accounts.SetupRequiresAction || action.SetupIntentID == "" || action.ClientSecret == "" {
@@ -47,7 +48,7 @@ func TestSaveCardWaitsForSetupAuthentication(t *testing.T) {
 		e.must(e.proc.AuthenticateSetup(e.ctx, action.SetupIntentID))
 		si, err := e.svc.FinishSetupIntent(e.ctx, u.ID, action.SetupIntentID)
 		e.must(err)
-		if si.PaymentMethod != (accounts.PaymentMethodView{ID: accounts.TestCardSetupAuthentication, Brand: "visa", Last4: "3155"}) {
+		if si.PaymentMethod != (accounts.PaymentMethodView{ID: billing.TestCardSetupAuthentication, Brand: "visa", Last4: "3155"}) {
 			t.Fatalf("saved %+v", si.PaymentMethod)
 		}
 		bs, err := e.svc.BillingStatus(e.ctx, u.ID)
@@ -66,6 +67,22 @@ func TestSaveCardWaitsForSetupAuthentication(t *testing.T) {
 		}
 		if sub := e.getSub(res.ID); sub.Status != accounts.SubActive || len(e.chargesFor(res.ID)) != 2 {
 			t.Fatalf("after the renewal %s, charges %+v", sub.Status, e.chargesFor(res.ID))
+		}
+	})
+}
+
+// A payment method the processor cannot use (billing.MethodError) is a 400
+// that says what to send; nothing is saved.
+func TestSaveUnknownCardIsInvalid(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st accounts.Store) {
+		e := newEnv(t, st)
+		u, _ := e.user("bogus@example.test", "")
+		_, err := e.svc.SetupIntent(e.ctx, u.ID, "pm_card_bogus")
+		wantStatus(t, err, 400, "unknown payment method", billing.TestCardVisa)
+		bs, err := e.svc.BillingStatus(e.ctx, u.ID)
+		e.must(err)
+		if bs.HasPaymentMethod {
+			t.Fatalf("an unknown card was saved: %+v", bs)
 		}
 	})
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/timeblock/timeblock/accounts/billing"
 )
 
 // Sentinel errors every Store returns, so callers never see a backend's own errors.
@@ -142,21 +144,17 @@ type Tx interface {
 	ListOpenChargeIntents(t time.Time) ([]*ChargeIntent, error)
 }
 
-// TestLedgerTx is the built-in test processor's ledger inside a store
-// transaction. It is not part of Tx: no account code reads or writes it.
-// Both stores' transactions implement it, so that the test processor keeps
-// its ledger durable and shared between nodes, as an outside processor keeps
-// its records, in transactions of its own (never inside an account
-// transaction). IdempotencyKey and Ref are unique; GetTestCharge finds by
-// idempotency key.
+// TestLedgerTx is the built-in test processor's ledger (billing.TestProcessor)
+// inside a store transaction. It is not part of Tx: no account code reads or
+// writes it. Both stores' transactions implement it, so that the test
+// processor keeps its ledger durable and shared between nodes, as an outside
+// processor keeps its records, in transactions of its own (never inside an
+// account transaction): TestLedger runs them. IdempotencyKey and Ref are
+// unique; GetTestCharge finds by idempotency key.
 type TestLedgerTx interface {
-	CreateTestCharge(c *TestCharge) error
-	GetTestCharge(idempotencyKey string) (*TestCharge, error)
-	GetTestChargeByRef(ref string) (*TestCharge, error)
-	UpdateTestCharge(c *TestCharge) error
-	ListTestCharges() ([]*TestCharge, error)
+	CreateTestCharge(c *billing.TestCharge) error
+	GetTestCharge(idempotencyKey string) (*billing.TestCharge, error)
+	GetTestChargeByRef(ref string) (*billing.TestCharge, error)
+	UpdateTestCharge(c *billing.TestCharge) error
+	ListTestCharges() ([]*billing.TestCharge, error)
 }
-
-// ledgerOf returns the test ledger of a transaction of a store that keeps
-// one (both stores do; NewTestProcessorOn documents it).
-func ledgerOf(tx Tx) TestLedgerTx { return tx.(TestLedgerTx) }

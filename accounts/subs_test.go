@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/billing"
 )
 
 // The whole life of a subscription with a clock the test moves: subscribe,
@@ -25,7 +26,7 @@ func TestSubscriptionLifecycle(t *testing.T) {
 		if ae := wantStatus(t, err, 400); ae.Message != "No payment method found - add a card first" {
 			t.Errorf("message %q", ae.Message)
 		}
-		si, err := e.svc.SetupIntent(e.ctx, u.ID, accounts.TestCardVisa)
+		si, err := e.svc.SetupIntent(e.ctx, u.ID, billing.TestCardVisa)
 		e.must(err)
 		if si.PaymentMethod != (accounts.PaymentMethodView{ID: "pm_card_visa", Brand: "visa", Last4: "4242"}) || len(si.Recovered) != 0 || len(si.PastDue) != 0 {
 			t.Errorf("setup intent %+v", si)
@@ -90,7 +91,7 @@ func TestSubscriptionLifecycle(t *testing.T) {
 		}
 
 		// The card now declines: the next renewal makes it past_due.
-		_, err = e.svc.SetupIntent(e.ctx, u.ID, accounts.TestCardDeclined)
+		_, err = e.svc.SetupIntent(e.ctx, u.ID, billing.TestCardDeclined)
 		e.must(err)
 		e.clock.Set(next)
 		if rep := e.lifecycle(); rep.PastDue != 1 || rep.Renewed != 0 {
@@ -128,7 +129,7 @@ func TestSubscriptionLifecycle(t *testing.T) {
 			t.Error("the worker charged a past-due subscription again without a new card")
 		}
 		// Saving the same failing card again retries and fails again.
-		si, err = e.svc.SetupIntent(e.ctx, u.ID, accounts.TestCardDeclined)
+		si, err = e.svc.SetupIntent(e.ctx, u.ID, billing.TestCardDeclined)
 		e.must(err)
 		if len(si.Recovered) != 0 || !slices.Equal(si.PastDue, []string{res.ID}) {
 			t.Errorf("retry with the failing card %+v", si)
@@ -136,7 +137,7 @@ func TestSubscriptionLifecycle(t *testing.T) {
 
 		// A working card recovers it at once: active, next period paid.
 		inv = e.invalidationsOf(u.ID, 0)
-		si, err = e.svc.SetupIntent(e.ctx, u.ID, accounts.TestCardMastercard)
+		si, err = e.svc.SetupIntent(e.ctx, u.ID, billing.TestCardMastercard)
 		e.must(err)
 		if !slices.Equal(si.Recovered, []string{res.ID}) || len(si.PastDue) != 0 || si.PaymentMethod.Brand != "mastercard" {
 			t.Fatalf("recovery %+v", si)
@@ -176,8 +177,8 @@ func TestCancelAtPeriodEnd(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
 		p := e.pool("solo", accounts.PoolActive, 1, false)
-		u, _ := e.user("bea@example.test", accounts.TestCardVisa)
-		other, _ := e.user("cy@example.test", accounts.TestCardVisa)
+		u, _ := e.user("bea@example.test", billing.TestCardVisa)
+		other, _ := e.user("cy@example.test", billing.TestCardVisa)
 
 		_, err := e.svc.CancelPledge(e.ctx, u.ID, "solo")
 		wantStatus(t, err, 404, "no subscription")
@@ -273,11 +274,11 @@ func TestPastDueGraceExpiry(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
 		p := e.pool("gr", accounts.PoolActive, 3, false)
-		u, _ := e.user("dee@example.test", accounts.TestCardVisa)
+		u, _ := e.user("dee@example.test", billing.TestCardVisa)
 		res := e.subscribe(u, "gr", 2, "asia", "americas")
 		row, err := e.svc.CreateKey(e.ctx, u.ID, res.ID, "")
 		e.must(err)
-		_, err = e.svc.SetupIntent(e.ctx, u.ID, accounts.TestCardDeclined)
+		_, err = e.svc.SetupIntent(e.ctx, u.ID, billing.TestCardDeclined)
 		e.must(err)
 
 		e.clock.Set(res.CurrentPeriodEnd)
@@ -306,7 +307,7 @@ func TestPastDueGraceExpiry(t *testing.T) {
 			t.Errorf("entitlement %+v", ent)
 		}
 		// A card saved afterwards recovers nothing.
-		si, err := e.svc.SetupIntent(e.ctx, u.ID, accounts.TestCardVisa)
+		si, err := e.svc.SetupIntent(e.ctx, u.ID, billing.TestCardVisa)
 		e.must(err)
 		if len(si.Recovered) != 0 || len(si.PastDue) != 0 {
 			t.Errorf("%+v", si)
@@ -327,7 +328,7 @@ func TestSubscribeValidation(t *testing.T) {
 		euOnly := e.pool("eu", accounts.PoolActive, 2, false)
 		euOnly.BlockPrices = map[accounts.Block]string{accounts.BlockEurope: "50"}
 		e.must(st.Update(e.ctx, func(tx accounts.Tx) error { return tx.UpsertPool(euOnly) }))
-		u, _ := e.user("eve@example.test", accounts.TestCardVisa)
+		u, _ := e.user("eve@example.test", billing.TestCardVisa)
 
 		q := func(n int) *int { return &n }
 		cases := []struct {
@@ -396,7 +397,7 @@ func TestSubscribeValidation(t *testing.T) {
 			t.Errorf("ledger %+v", l)
 		}
 		// Europe is now sold out (2 seats), asia is not.
-		other, _ := e.user("fay@example.test", accounts.TestCardVisa)
+		other, _ := e.user("fay@example.test", billing.TestCardVisa)
 		_, err = e.svc.Subscribe(e.ctx, other.ID, "alpha", accounts.SubscribeRequest{Blocks: []string{"asia", "europe"}})
 		wantStatus(t, err, 409, "sold out", "08:00")
 		if s := e.subscribe(other, "alpha", 1, "asia"); s.Hours[0].SlotIndex != 0 {
@@ -409,7 +410,7 @@ func TestSubscribeDeclinedCreatesNothing(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
 		p := e.pool("alpha", accounts.PoolActive, 2, false)
-		u, _ := e.user("gil@example.test", accounts.TestCardDeclined)
+		u, _ := e.user("gil@example.test", billing.TestCardDeclined)
 		_, err := e.svc.Subscribe(e.ctx, u.ID, "alpha", accounts.SubscribeRequest{Blocks: []string{"europe"}})
 		wantStatus(t, err, 402, "declined", "nothing was created", "setup-intent")
 		if subs := e.userSubs(u.ID); len(subs) != 0 {
@@ -433,7 +434,7 @@ func TestManualProvisioningAndOperator(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
 		e.pool("hand", accounts.PoolActive, 2, true)
-		u, _ := e.user("hal@example.test", accounts.TestCardVisa)
+		u, _ := e.user("hal@example.test", billing.TestCardVisa)
 		res := e.subscribe(u, "hand", 1, "europe")
 		if res.Status != accounts.SubPendingKey || res.Key != nil {
 			t.Fatalf("manual pool subscription %+v", res.SubscriptionView)
@@ -483,7 +484,7 @@ func TestManualProvisioningAndOperator(t *testing.T) {
 		wantStatus(t, err, 404)
 
 		// A new card pays the current period again; the period stays.
-		si, err := e.svc.SetupIntent(e.ctx, u.ID, accounts.TestCardMastercard)
+		si, err := e.svc.SetupIntent(e.ctx, u.ID, billing.TestCardMastercard)
 		e.must(err)
 		if !slices.Equal(si.Recovered, []string{res.ID}) {
 			t.Fatalf("recovery %+v", si)
@@ -512,8 +513,8 @@ func TestMySubscriptionsAndKeys(t *testing.T) {
 		e := newEnv(t, st)
 		p := e.pool("alpha", accounts.PoolActive, 3, false)
 		e.pool("beta", accounts.PoolActive, 3, false)
-		u, _ := e.user("ida@example.test", accounts.TestCardVisa)
-		other, _ := e.user("jo@example.test", accounts.TestCardVisa)
+		u, _ := e.user("ida@example.test", billing.TestCardVisa)
+		other, _ := e.user("jo@example.test", billing.TestCardVisa)
 		a1 := e.subscribe(u, "alpha", 1, "asia")
 		e.clock.Advance(time.Second)
 		a2 := e.subscribe(u, "alpha", 2, "europe")
@@ -573,7 +574,7 @@ func TestPoolsView(t *testing.T) {
 			z.Blocks[1] != (accounts.BlockView{Block: "europe", StartHour: 8, EndHour: 15, MonthlyPrice: "96", PricePerDay: "12"}) {
 			t.Errorf("pool %+v", z)
 		}
-		u, _ := e.user("kai@example.test", accounts.TestCardVisa)
+		u, _ := e.user("kai@example.test", billing.TestCardVisa)
 		e.subscribe(u, "zeta", 1, "americas")
 		for _, id := range []string{p.ID, "zeta"} {
 			d, err := e.svc.GetPool(e.ctx, id)
@@ -616,7 +617,7 @@ func TestConcurrentSubscribeNeverOversells(t *testing.T) {
 		p := e.pool("race", accounts.PoolActive, seats, false)
 		users := make([]*accounts.User, racers)
 		for i := range users {
-			users[i], _ = e.user(envID()+"@example.test", accounts.TestCardVisa)
+			users[i], _ = e.user(envID()+"@example.test", billing.TestCardVisa)
 		}
 		type outcome struct {
 			res *accounts.SubscribeResult

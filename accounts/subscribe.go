@@ -36,6 +36,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/timeblock/timeblock/accounts/billing"
 	"go.uber.org/zap"
 )
 
@@ -276,7 +277,7 @@ func (s *Service) subscribe(ctx context.Context, userID, poolIDOrSlug string, re
 	p := &purchase{
 		pool: pool,
 		intent: &ChargeIntent{ID: subID, UserID: userID, SubscriptionID: subID, Kind: IntentSubscribe,
-			Amount: order.amount, IdempotencyKey: chargeKeySubscribe(subID)},
+			Amount: order.amount, IdempotencyKey: billing.SubscribeKey(subID)},
 		resumable: resumable,
 	}
 	for attempt := 1; ; attempt++ {
@@ -364,21 +365,21 @@ func (s *Service) charge(ctx context.Context, p *purchase) (*SubscribeResult, er
 		return nil, err
 	}
 	sub := p.sub
-	ref, err := s.processor.Charge(ctx, ChargeRequest{
+	ref, err := s.processor.Charge(ctx, billing.ChargeRequest{
 		UserID:         sub.UserID,
 		MethodID:       user.PaymentMethod.ID,
 		Amount:         p.intent.Amount,
 		IdempotencyKey: p.intent.IdempotencyKey,
 		Description:    fmt.Sprintf("Timeblock %s: %s x%d, first %s", p.pool.Slug, blockList(sub.Blocks), sub.Quantity, sub.BillingCycle),
 	})
-	if action, ok := errors.AsType[*ActionRequiredError](err); ok {
+	if action, ok := errors.AsType[*billing.ActionRequiredError](err); ok {
 		// The payment waits for the customer (3-D Secure): incomplete.go.
 		return nil, s.holdIncomplete(ctx, p, action)
 	}
-	if errors.Is(err, ErrDeclined) {
+	if errors.Is(err, billing.ErrDeclined) {
 		s.release(ctx, p.intent.ID, IntentVoid, "")
 		why := ""
-		if r := DeclineReason(err); r != "" {
+		if r := billing.DeclineReason(err); r != "" {
 			why = " The processor says: " + r
 		}
 		return nil, PaymentDeclined("your card (%s ending %s) was declined; nothing was created and no seat is held.%s Save another card with POST /api/billing/setup-intent and try again",
@@ -458,7 +459,7 @@ func (s *Service) activate(ctx context.Context, intentID, ref string) error {
 		if err != nil {
 			return err
 		}
-		_, err = settleIncompleteTx(tx, sub, PaymentSucceeded, ref, s.clock())
+		_, err = settleIncompleteTx(tx, sub, billing.PaymentSucceeded, ref, s.clock())
 		return err
 	})
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/timeblock/timeblock/accounts"
 	"github.com/timeblock/timeblock/accounts/api"
+	"github.com/timeblock/timeblock/accounts/billing"
 )
 
 func init() {
@@ -152,8 +153,8 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 
 	var (
-		processor accounts.Processor // nil: the built-in test processor
-		webhook   api.WebhookSource  // nil: no webhook endpoint
+		processor billing.Processor // nil: the built-in test processor
+		webhook   api.WebhookSource // nil: no webhook endpoint
 	)
 	if a.Billing != nil {
 		sp, err := a.Billing.processor(sh.store)

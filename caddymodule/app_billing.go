@@ -9,7 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/timeblock/timeblock/accounts"
-	"github.com/timeblock/timeblock/accounts/stripe"
+	"github.com/timeblock/timeblock/accounts/billing/stripe"
 )
 
 // BillingConfig selects the payment processor. Without it the built-in test

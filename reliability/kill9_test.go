@@ -23,6 +23,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/billing"
 	"github.com/timeblock/timeblock/accounts/embedded"
 	"github.com/timeblock/timeblock/accounts/postgres/pgtest"
 	"github.com/timeblock/timeblock/caddymodule/e2e"
@@ -172,7 +173,7 @@ func (r *killResult) check(t *testing.T, label string, st accounts.Store, openEr
 	defer st.Close()
 	var (
 		subs    []*accounts.Subscription
-		ledger  []*accounts.TestCharge
+		ledger  []*billing.TestCharge
 		open    []*accounts.ChargeIntent
 		pools   []*accounts.Pool
 		charges = map[string][]*accounts.Charge{}
@@ -211,7 +212,7 @@ func (r *killResult) check(t *testing.T, label string, st accounts.Store, openEr
 	for _, s := range subs {
 		exists[s.ID] = s
 	}
-	kept := map[string]*accounts.TestCharge{} // subscription id → its charge, not refunded
+	kept := map[string]*billing.TestCharge{} // subscription id → its charge, not refunded
 	unmatched, refunded := 0, 0
 	for _, c := range ledger {
 		if c.Declined {

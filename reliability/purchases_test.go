@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/billing"
 	"github.com/timeblock/timeblock/accounts/embedded"
 	"github.com/timeblock/timeblock/accounts/postgres/pgtest"
 	"github.com/timeblock/timeblock/caddymodule/e2e"
@@ -140,7 +141,7 @@ func purchaseWithRetries(t *testing.T, c *e2e.Caddy, kills int) *retryResult {
 func (r *retryResult) check(t *testing.T, label string, st accounts.Store) {
 	t.Helper()
 	var (
-		ledger []*accounts.TestCharge
+		ledger []*billing.TestCharge
 		open   []*accounts.ChargeIntent
 	)
 	err := st.View(context.Background(), func(tx accounts.Tx) error {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/timeblock/timeblock/accounts"
 	"github.com/timeblock/timeblock/accounts/api"
+	"github.com/timeblock/timeblock/accounts/billing"
 )
 
 type httpEnv struct {
@@ -26,7 +27,7 @@ type httpEnv struct {
 	ctx  context.Context
 	st   accounts.Store
 	svc  *accounts.Service
-	proc *accounts.TestProcessor
+	proc *billing.TestProcessor
 	api  http.Handler
 	op   http.Handler
 
@@ -42,7 +43,7 @@ const envTerms = "2034-06"
 
 func newHTTPEnv(t *testing.T, st accounts.Store, maxBody int64) *httpEnv {
 	t.Helper()
-	e := &httpEnv{t: t, ctx: context.Background(), st: st, now: envStart, proc: accounts.NewTestProcessor()}
+	e := &httpEnv{t: t, ctx: context.Background(), st: st, now: envStart, proc: billing.NewTestProcessor()}
 	svc, err := accounts.NewService(accounts.Config{
 		Store: st, Secret: "account http test secret", TermsVersion: envTerms,
 		Processor: e.proc, Now: e.clock,

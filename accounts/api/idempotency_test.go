@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/billing"
 )
 
 // purchase posts a subscribe with an Idempotency-Key; it returns the reply,
@@ -60,8 +61,8 @@ func TestIdempotentSubscribe(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newHTTPEnv(t, st, 1<<12)
 		e.pool("alpha", accounts.PoolActive, 5, false)
-		uid, tok := e.user("ray@example.test", accounts.TestCardVisa)
-		otherID, other := e.user("sam@example.test", accounts.TestCardVisa)
+		uid, tok := e.user("ray@example.test", billing.TestCardVisa)
+		otherID, other := e.user("sam@example.test", billing.TestCardVisa)
 		path, body := "/api/pools/alpha/subscribe", `{"blocks":["europe"]}`
 
 		first, firstBody, replayed := e.purchase(path, tok, body, "key-1")
@@ -116,7 +117,7 @@ func TestIdempotentDeclineIsReplayed(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newHTTPEnv(t, st, 1<<12)
 		e.pool("alpha", accounts.PoolActive, 3, false)
-		uid, tok := e.user("ray@example.test", accounts.TestCardDeclined)
+		uid, tok := e.user("ray@example.test", billing.TestCardDeclined)
 		path, body := "/api/pools/alpha/subscribe", `{"blocks":["europe"]}`
 		r, first, _ := e.purchase(path, tok, body, "k")
 		r.want(t, 402)
@@ -147,7 +148,7 @@ func TestIdempotentAbandonedRequest(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newHTTPEnv(t, st, 1<<12)
 		pool := e.pool("alpha", accounts.PoolActive, 3, false)
-		uid, tok := e.user("ray@example.test", accounts.TestCardVisa)
+		uid, tok := e.user("ray@example.test", billing.TestCardVisa)
 		path, body := "/api/pools/alpha/subscribe", `{"blocks":["europe"]}`
 
 		// The dead request got as far as creating its subscription.
@@ -192,7 +193,7 @@ func TestIdempotentConcurrentRetries(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newHTTPEnv(t, st, 1<<12)
 		e.pool("alpha", accounts.PoolActive, 10, false)
-		uid, tok := e.user("ray@example.test", accounts.TestCardVisa)
+		uid, tok := e.user("ray@example.test", billing.TestCardVisa)
 		path, body := "/api/pools/alpha/subscribe", `{"blocks":["europe"]}`
 		var (
 			wg     sync.WaitGroup
@@ -230,7 +231,7 @@ func TestIdempotentRequestsArePruned(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newHTTPEnv(t, st, 1<<12)
 		e.pool("alpha", accounts.PoolActive, 3, false)
-		uid, tok := e.user("ray@example.test", accounts.TestCardVisa)
+		uid, tok := e.user("ray@example.test", billing.TestCardVisa)
 		e.buy("/api/pools/alpha/subscribe", tok, `{"blocks":["europe"]}`, "old").want(t, 201)
 		e.advance(time.Hour)
 		if n, err := e.svc.PruneBillingRecords(e.ctx); err != nil || n != 0 {
@@ -256,7 +257,7 @@ func TestIdempotentPoolBySlugOrID(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newHTTPEnv(t, st, 1<<12)
 		pool := e.pool("alpha", accounts.PoolActive, 3, false)
-		uid, tok := e.user("ray@example.test", accounts.TestCardVisa)
+		uid, tok := e.user("ray@example.test", billing.TestCardVisa)
 		body := `{"blocks":["europe"]}`
 		r, first, _ := e.purchase("/api/pools/alpha/subscribe", tok, body, "k")
 		r.want(t, 201)

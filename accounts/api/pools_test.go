@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/billing"
 )
 
 var (
@@ -52,7 +53,7 @@ func TestPoolsHTTP(t *testing.T) {
 		e.pool("beta", accounts.PoolActive, 1, true)
 		e.pool("fund", accounts.PoolFunding, 1, false)
 		e.pool("secret", accounts.PoolDraft, 1, false)
-		_, tok := e.user("pat@example.test", accounts.TestCardVisa)
+		_, tok := e.user("pat@example.test", billing.TestCardVisa)
 
 		// Credentials: the pool endpoints need a session or management key.
 		e.call("GET", "/api/pools", "", "").want(t, 401)
@@ -91,7 +92,7 @@ func TestPoolsHTTP(t *testing.T) {
 		}
 
 		// Detail by slug and by UUID, with hour slots; a taken seat shows.
-		_, tok2 := e.user("quin@example.test", accounts.TestCardVisa)
+		_, tok2 := e.user("quin@example.test", billing.TestCardVisa)
 		e.call("POST", "/api/pools/alpha/subscribe", tok2, `{"blocks":["americas"]}`).want(t, 201)
 		for _, id := range []string{"alpha", alpha.ID} {
 			d := e.call("GET", "/api/pools/"+id, tok, "").want(t, 200).object(t, poolDetailFields...)
@@ -144,7 +145,7 @@ func TestSubscribeHTTP(t *testing.T) {
 		alpha := e.pool("alpha", accounts.PoolActive, 2, false)
 		e.pool("fund", accounts.PoolFunding, 2, false)
 		uid, tok := e.user("ray@example.test", "")
-		otherID, other := e.user("sam@example.test", accounts.TestCardVisa)
+		otherID, other := e.user("sam@example.test", billing.TestCardVisa)
 		path := "/api/pools/alpha/subscribe"
 
 		e.call("POST", path, "", `{"blocks":["europe"]}`).want(t, 401)
@@ -204,7 +205,7 @@ func TestSubscribeHTTP(t *testing.T) {
 		subID := m["id"].(string)
 
 		// Declined card: 402, nothing created.
-		_, poor := e.user("tia@example.test", accounts.TestCardDeclined)
+		_, poor := e.user("tia@example.test", billing.TestCardDeclined)
 		e.call("POST", path, poor, `{"blocks":["asia"]}`).want(t, 402, "declined")
 		if subs := e.call("GET", "/api/pools/alpha/my-subscriptions", poor, "").want(t, 200).array(t); len(subs) != 0 {
 			t.Errorf("subscriptions after a decline %v", subs)
@@ -317,7 +318,7 @@ func TestOperatorSubscriptionsHTTP(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newHTTPEnv(t, st, 1<<10)
 		e.pool("hand", accounts.PoolActive, 2, true)
-		_, tok := e.user("val@example.test", accounts.TestCardVisa)
+		_, tok := e.user("val@example.test", billing.TestCardVisa)
 		sub := e.call("POST", "/api/pools/hand/subscribe", tok, `{"blocks":["europe"]}`).want(t, 201).object(t, subscribeFields...)
 		if sub["status"] != "pending_key" || sub["key"] != nil {
 			t.Fatalf("manual subscription %v", sub)
@@ -374,7 +375,7 @@ func TestSubscribeRaceHTTP(t *testing.T) {
 		const racers = 8
 		tokens := make([]string, racers)
 		for i := range tokens {
-			_, tokens[i] = e.user(fmt.Sprintf("racer%d@example.test", i), accounts.TestCardVisa)
+			_, tokens[i] = e.user(fmt.Sprintf("racer%d@example.test", i), billing.TestCardVisa)
 		}
 		statuses := make([]int, racers)
 		var wg sync.WaitGroup

@@ -12,7 +12,7 @@ import (
 )
 
 // WebhookSource verifies and reads a payment processor's webhook
-// deliveries (accounts/stripe.Processor).
+// deliveries (accounts/billing/stripe.Processor).
 type WebhookSource interface {
 	// WebhookEvent checks the delivery's signature and reads it; a refused
 	// delivery is a 400 *accounts.Error.

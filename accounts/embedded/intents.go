@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/billing"
 )
 
 // Charge intents: bucketIntents maps an id to its record; bucketIntentsByKey
@@ -139,21 +140,21 @@ type testChargeRecord struct {
 	CreatedAt      time.Time `json:"created_at"`
 }
 
-func newTestChargeRecord(c *accounts.TestCharge) *testChargeRecord {
+func newTestChargeRecord(c *billing.TestCharge) *testChargeRecord {
 	return &testChargeRecord{
 		Ref: c.Ref, UserID: c.UserID, MethodID: c.MethodID, Amount: c.Amount, IdempotencyKey: c.IdempotencyKey,
 		Description: c.Description, Declined: c.Declined, Refunded: c.Refunded, CreatedAt: ts(c.CreatedAt),
 	}
 }
 
-func (r *testChargeRecord) testCharge() *accounts.TestCharge {
-	return &accounts.TestCharge{
+func (r *testChargeRecord) testCharge() *billing.TestCharge {
+	return &billing.TestCharge{
 		Ref: r.Ref, UserID: r.UserID, MethodID: r.MethodID, Amount: r.Amount, IdempotencyKey: r.IdempotencyKey,
 		Description: r.Description, Declined: r.Declined, Refunded: r.Refunded, CreatedAt: r.CreatedAt.UTC(),
 	}
 }
 
-func (t *tx) CreateTestCharge(c *accounts.TestCharge) error {
+func (t *tx) CreateTestCharge(c *billing.TestCharge) error {
 	if t.exists(bucketTestCharges, c.IdempotencyKey) {
 		return fmt.Errorf("create test charge: idempotency key already used: %w", accounts.ErrConflict)
 	}
@@ -167,7 +168,7 @@ func (t *tx) CreateTestCharge(c *accounts.TestCharge) error {
 	return putUnique(byRef, c.Ref, c.IdempotencyKey)
 }
 
-func (t *tx) GetTestCharge(idempotencyKey string) (*accounts.TestCharge, error) {
+func (t *tx) GetTestCharge(idempotencyKey string) (*billing.TestCharge, error) {
 	var r testChargeRecord
 	if err := t.mustLoad(bucketTestCharges, idempotencyKey, &r); err != nil {
 		return nil, fmt.Errorf("get test charge: %w", err)
@@ -175,7 +176,7 @@ func (t *tx) GetTestCharge(idempotencyKey string) (*accounts.TestCharge, error) 
 	return r.testCharge(), nil
 }
 
-func (t *tx) GetTestChargeByRef(ref string) (*accounts.TestCharge, error) {
+func (t *tx) GetTestChargeByRef(ref string) (*billing.TestCharge, error) {
 	key := lookup(t.bucket(bucketTestChargesByRef), ref)
 	if key == "" {
 		return nil, fmt.Errorf("get test charge %s: %w", ref, accounts.ErrNotFound)
@@ -183,7 +184,7 @@ func (t *tx) GetTestChargeByRef(ref string) (*accounts.TestCharge, error) {
 	return t.GetTestCharge(key)
 }
 
-func (t *tx) UpdateTestCharge(c *accounts.TestCharge) error {
+func (t *tx) UpdateTestCharge(c *billing.TestCharge) error {
 	var old testChargeRecord
 	if err := t.mustLoad(bucketTestCharges, c.IdempotencyKey, &old); err != nil {
 		return fmt.Errorf("update test charge %s: %w", c.Ref, err)
@@ -198,15 +199,15 @@ func (t *tx) UpdateTestCharge(c *accounts.TestCharge) error {
 	return moveUnique(byRef, old.Ref, c.Ref, c.IdempotencyKey)
 }
 
-func (t *tx) ListTestCharges() ([]*accounts.TestCharge, error) {
+func (t *tx) ListTestCharges() ([]*billing.TestCharge, error) {
 	records, err := scanAll[testChargeRecord](t, bucketTestCharges)
 	if err != nil {
 		return nil, fmt.Errorf("list test charges: %w", err)
 	}
-	out := make([]*accounts.TestCharge, len(records))
+	out := make([]*billing.TestCharge, len(records))
 	for i, r := range records {
 		out[i] = r.testCharge()
 	}
-	byCreation(out, func(c *accounts.TestCharge) (time.Time, string) { return c.CreatedAt, c.IdempotencyKey })
+	byCreation(out, func(c *billing.TestCharge) (time.Time, string) { return c.CreatedAt, c.IdempotencyKey })
 	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/billing"
 )
 
 // The records below are the on-disk JSON form of the domain types. They are
@@ -136,7 +137,7 @@ func newUserRecord(u *accounts.User) *userRecord {
 func (r *userRecord) user() *accounts.User {
 	u := &accounts.User{ID: r.ID, Email: r.Email, Name: r.Name, CreatedAt: r.CreatedAt.UTC()}
 	if pm := r.PaymentMethod; pm != nil {
-		u.PaymentMethod = &accounts.PaymentMethod{ID: pm.ID, Brand: pm.Brand, Last4: pm.Last4}
+		u.PaymentMethod = &billing.PaymentMethod{ID: pm.ID, Brand: pm.Brand, Last4: pm.Last4}
 	}
 	return u
 }

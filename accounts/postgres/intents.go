@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/billing"
 )
 
 const intentColumns = `id, user_id, subscription_id, charge_id, kind, amount, idempotency_key, status, processor_ref, created_at, updated_at`
@@ -52,8 +53,8 @@ func (t *tx) ListOpenChargeIntents(before time.Time) ([]*accounts.ChargeIntent, 
 
 const testChargeColumns = `idempotency_key, ref, user_id, method_id, amount, description, declined, refunded, created_at`
 
-func scanTestCharge(row pgx.Row) (*accounts.TestCharge, error) {
-	var c accounts.TestCharge
+func scanTestCharge(row pgx.Row) (*billing.TestCharge, error) {
+	var c billing.TestCharge
 	err := row.Scan(&c.IdempotencyKey, &c.Ref, &c.UserID, &c.MethodID, &c.Amount, &c.Description,
 		&c.Declined, &c.Refunded, &c.CreatedAt)
 	if err != nil {
@@ -63,33 +64,33 @@ func scanTestCharge(row pgx.Row) (*accounts.TestCharge, error) {
 	return &c, nil
 }
 
-func testChargeArgs(c *accounts.TestCharge) []any {
+func testChargeArgs(c *billing.TestCharge) []any {
 	return []any{c.IdempotencyKey, c.Ref, c.UserID, c.MethodID, c.Amount, c.Description, c.Declined, c.Refunded, ts(c.CreatedAt)}
 }
 
-func (t *tx) CreateTestCharge(c *accounts.TestCharge) error {
+func (t *tx) CreateTestCharge(c *billing.TestCharge) error {
 	err := t.execOne(`INSERT INTO test_charges (`+testChargeColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 		testChargeArgs(c)...)
 	return wrap(err, "create test charge %s", c.Ref)
 }
 
-func (t *tx) GetTestCharge(idempotencyKey string) (*accounts.TestCharge, error) {
+func (t *tx) GetTestCharge(idempotencyKey string) (*billing.TestCharge, error) {
 	c, err := scanTestCharge(t.db.QueryRow(t.ctx, `SELECT `+testChargeColumns+` FROM test_charges WHERE idempotency_key = $1`, idempotencyKey))
 	return c, wrap(err, "get test charge")
 }
 
-func (t *tx) GetTestChargeByRef(ref string) (*accounts.TestCharge, error) {
+func (t *tx) GetTestChargeByRef(ref string) (*billing.TestCharge, error) {
 	c, err := scanTestCharge(t.db.QueryRow(t.ctx, `SELECT `+testChargeColumns+` FROM test_charges WHERE ref = $1`, ref))
 	return c, wrap(err, "get test charge %s", ref)
 }
 
-func (t *tx) UpdateTestCharge(c *accounts.TestCharge) error {
+func (t *tx) UpdateTestCharge(c *billing.TestCharge) error {
 	err := t.execOne(`UPDATE test_charges SET ref = $2, user_id = $3, method_id = $4, amount = $5, description = $6,
 		declined = $7, refunded = $8, created_at = $9 WHERE idempotency_key = $1`, testChargeArgs(c)...)
 	return wrap(err, "update test charge %s", c.Ref)
 }
 
-func (t *tx) ListTestCharges() ([]*accounts.TestCharge, error) {
+func (t *tx) ListTestCharges() ([]*billing.TestCharge, error) {
 	out, err := queryAll(t, scanTestCharge, `SELECT `+testChargeColumns+` FROM test_charges ORDER BY created_at, idempotency_key`)
 	return out, wrap(err, "list test charges")
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/billing"
 )
 
 const userColumns = `id, email, name, payment_method_id, payment_method_brand, payment_method_last4, created_at`
@@ -13,7 +14,7 @@ const userColumns = `id, email, name, payment_method_id, payment_method_brand, p
 func scanUser(row pgx.Row) (*accounts.User, error) {
 	var u accounts.User
 	var pmID *string
-	var pm accounts.PaymentMethod
+	var pm billing.PaymentMethod
 	if err := row.Scan(&u.ID, &u.Email, &u.Name, &pmID, &pm.Brand, &pm.Last4, &u.CreatedAt); err != nil {
 		return nil, err
 	}
@@ -28,7 +29,7 @@ func scanUser(row pgx.Row) (*accounts.User, error) {
 // userArgs lists u's columns in userColumns order.
 func userArgs(u *accounts.User) []any {
 	var pmID *string
-	var pm accounts.PaymentMethod
+	var pm billing.PaymentMethod
 	if u.PaymentMethod != nil {
 		pm = *u.PaymentMethod
 		pmID = &pm.ID

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/billing"
 )
 
 // fixtures builds fully populated records with unique ids, hashes and
@@ -37,7 +38,7 @@ func (f *fixtures) user() *accounts.User {
 		ID:            fmt.Sprintf("user-%d", n),
 		Email:         fmt.Sprintf("user-%d@example.com", n),
 		Name:          fmt.Sprintf("User %d", n),
-		PaymentMethod: &accounts.PaymentMethod{ID: fmt.Sprintf("pm_%d", n), Brand: "visa", Last4: "4242"},
+		PaymentMethod: &billing.PaymentMethod{ID: fmt.Sprintf("pm_%d", n), Brand: "visa", Last4: "4242"},
 		CreatedAt:     created,
 	}
 }
@@ -206,7 +207,7 @@ func createRecord(tx accounts.Tx, r any) error {
 		return tx.CreateCharge(r)
 	case *accounts.ChargeIntent:
 		return tx.CreateChargeIntent(r)
-	case *accounts.TestCharge:
+	case *billing.TestCharge:
 		return tx.(accounts.TestLedgerTx).CreateTestCharge(r)
 	}
 	return fmt.Errorf("storetest: no create for %T", r)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/billing"
 )
 
 func (f *fixtures) intent(u *accounts.User, status string) *accounts.ChargeIntent {
@@ -25,12 +26,12 @@ func (f *fixtures) intent(u *accounts.User, status string) *accounts.ChargeInten
 	}
 }
 
-func (f *fixtures) testCharge() *accounts.TestCharge {
+func (f *fixtures) testCharge() *billing.TestCharge {
 	n, created := f.next()
-	return &accounts.TestCharge{
+	return &billing.TestCharge{
 		Ref:            fmt.Sprintf("ch_test_%d", n),
 		UserID:         fmt.Sprintf("user-%d", n),
-		MethodID:       accounts.TestCardVisa,
+		MethodID:       billing.TestCardVisa,
 		Amount:         "96.00",
 		IdempotencyKey: fmt.Sprintf("subscribe:%d", n),
 		Description:    fmt.Sprintf("charge %d", n),
@@ -167,19 +168,19 @@ func testTestCharges(t *testing.T, s accounts.Store) {
 	a, b, c := f.testCharge(), f.testCharge(), f.testCharge()
 	b.Declined = true
 	f.create(c, a, b)
-	expect(t, s, "GetTestCharge", b, func(tx accounts.Tx) (*accounts.TestCharge, error) {
+	expect(t, s, "GetTestCharge", b, func(tx accounts.Tx) (*billing.TestCharge, error) {
 		return tx.(accounts.TestLedgerTx).GetTestCharge(b.IdempotencyKey)
 	})
-	expect(t, s, "GetTestChargeByRef", a, func(tx accounts.Tx) (*accounts.TestCharge, error) {
+	expect(t, s, "GetTestChargeByRef", a, func(tx accounts.Tx) (*billing.TestCharge, error) {
 		return tx.(accounts.TestLedgerTx).GetTestChargeByRef(a.Ref)
 	})
-	expect(t, s, "ListTestCharges", []*accounts.TestCharge{a, b, c}, func(tx accounts.Tx) ([]*accounts.TestCharge, error) {
+	expect(t, s, "ListTestCharges", []*billing.TestCharge{a, b, c}, func(tx accounts.Tx) ([]*billing.TestCharge, error) {
 		return tx.(accounts.TestLedgerTx).ListTestCharges()
 	})
 
 	a.Refunded = true
 	update(t, s, func(tx accounts.Tx) error { return tx.(accounts.TestLedgerTx).UpdateTestCharge(a) })
-	expect(t, s, "GetTestCharge after update", a, func(tx accounts.Tx) (*accounts.TestCharge, error) {
+	expect(t, s, "GetTestCharge after update", a, func(tx accounts.Tx) (*billing.TestCharge, error) {
 		return tx.(accounts.TestLedgerTx).GetTestCharge(a.IdempotencyKey)
 	})
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/billing"
 )
 
 func testUsers(t *testing.T, s accounts.Store) {
@@ -23,7 +24,7 @@ func testUsers(t *testing.T, s accounts.Store) {
 	oldEmail := a.Email
 	a2 := &accounts.User{ID: a.ID, Email: "renamed@example.com", Name: "Renamed", CreatedAt: a.CreatedAt.Add(time.Second)}
 	b2 := *b
-	b2.PaymentMethod = &accounts.PaymentMethod{ID: "pm_new", Brand: "mastercard", Last4: "4444"}
+	b2.PaymentMethod = &billing.PaymentMethod{ID: "pm_new", Brand: "mastercard", Last4: "4444"}
 	update(t, s, func(tx accounts.Tx) error {
 		if err := tx.UpdateUser(a2); err != nil {
 			return err

@@ -4,7 +4,7 @@ package e2e_test
 // processor's pm_card_authenticationRequired: the 402 carries an incomplete
 // subscription with a client secret, which holds the seat, has no key, and
 // is confirmed only by its owner. (Completing the payment needs the
-// customer's bank: accounts and accounts/stripe test that part.)
+// customer's bank: accounts and accounts/billing/stripe test that part.)
 
 import (
 	"strings"

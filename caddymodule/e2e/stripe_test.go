@@ -114,7 +114,7 @@ func TestStripeWithStripeMock(t *testing.T) {
 	// requires_payment_method: the save reached Stripe's API specification
 	// and was accepted there, and Timeblock, seeing the setup not succeed,
 	// saves nothing (a real card's setup is tested against the stateful fake
-	// in accounts/stripe).
+	// in accounts/billing/stripe).
 	code, saved := do("POST", c.URL()+"/api/billing/setup-intent", token, map[string]any{"paymentMethod": "pm_card_visa"}, nil)
 	if code != 402 || !strings.Contains(saved["error"].(string), "not saved") {
 		t.Fatalf("setup-intent through stripe-mock: %d %v, want 402 not saved", code, saved)
@@ -155,7 +155,7 @@ func TestStripeWithStripeMock(t *testing.T) {
 	}
 }
 
-// startStripeMock starts stripe-mock (see accounts/stripe/stripemock_test.go
+// startStripeMock starts stripe-mock (see accounts/billing/stripe/stripemock_test.go
 // for where it is looked for) and returns its base URL.
 func startStripeMock(t *testing.T) string {
 	t.Helper()

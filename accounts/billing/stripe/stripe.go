@@ -1,4 +1,4 @@
-// Package stripe is the Stripe payment processor (accounts.Processor) on
+// Package stripe is the Stripe payment processor (billing.Processor) on
 // the official stripe-go client: a Stripe Customer per user, created once and
 // remembered in the store; saved cards attached to it and made its default;
 // every charge a PaymentIntent confirmed at once with the caller's
@@ -9,11 +9,11 @@
 //
 //   - succeeded (or processing, which Stripe settles later and reports by
 //     webhook): the PaymentIntent id is the charge's reference;
-//   - declined: *accounts.DeclineError (errors.Is ErrDeclined) with Stripe's
+//   - declined: *billing.DeclineError (errors.Is ErrDeclined) with Stripe's
 //     own message for the card holder ("Your card has insufficient funds.");
 //   - the bank asks the customer to authenticate (SCA / 3-D Secure): a
 //     subscribe's PaymentIntent is left in requires_action and answered
-//     *accounts.ActionRequiredError with its client secret, which the page
+//     *billing.ActionRequiredError with its client secret, which the page
 //     confirms with Stripe.js (the subscription is incomplete meanwhile,
 //     accounts/incomplete.go; PaymentStatus and CancelPayment end it); off
 //     session (renewals and past-due retries, which the card's off-session
@@ -38,6 +38,7 @@ import (
 	stripeapi "github.com/stripe/stripe-go/v85"
 
 	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/billing"
 )
 
 // Name is the processor's name in GET /api/billing/status and in the store's
@@ -232,19 +233,19 @@ func (p *Processor) customer(ctx context.Context, userID string) (string, error)
 // past-due retries ("retry:...", made while a card is saved, with no page to
 // run 3-D Secure on). Off session the bank may exempt the charge under the
 // card's off-session SetupIntent (SaveMethod).
-func offSession(req accounts.ChargeRequest) bool {
-	kind := accounts.ChargeKind(req.IdempotencyKey)
-	return kind == accounts.ChargeRenewal || kind == accounts.ChargeRetry
+func offSession(req billing.ChargeRequest) bool {
+	kind := billing.ChargeKind(req.IdempotencyKey)
+	return kind == billing.ChargeRenewal || kind == billing.ChargeRetry
 }
 
 // waitsForCustomer reports whether a charge may wait for the customer's
 // authentication: a subscribe's ("subscribe:..." idempotency keys).
-func waitsForCustomer(req accounts.ChargeRequest) bool {
-	return accounts.ChargeKind(req.IdempotencyKey) == accounts.ChargeSubscribe
+func waitsForCustomer(req billing.ChargeRequest) bool {
+	return billing.ChargeKind(req.IdempotencyKey) == billing.ChargeSubscribe
 }
 
 // Charge confirms a PaymentIntent for the amount on the saved method.
-func (p *Processor) Charge(ctx context.Context, req accounts.ChargeRequest) (string, error) {
+func (p *Processor) Charge(ctx context.Context, req billing.ChargeRequest) (string, error) {
 	cents, err := Cents(req.Amount)
 	if err != nil {
 		return "", fmt.Errorf("stripe: %w", err)
@@ -288,16 +289,16 @@ func (p *Processor) Charge(ctx context.Context, req accounts.ChargeRequest) (str
 		return pi.ID, nil
 	case stripeapi.PaymentIntentStatusRequiresAction:
 		if waitsForCustomer(req) && pi.ClientSecret != "" {
-			return "", &accounts.ActionRequiredError{Ref: pi.ID, ClientSecret: pi.ClientSecret}
+			return "", &billing.ActionRequiredError{Ref: pi.ID, ClientSecret: pi.ClientSecret}
 		}
 		p.cancel(ctx, pi.ID, req.IdempotencyKey)
-		return "", &accounts.DeclineError{Reason: msgAuthentication, Code: string(stripeapi.ErrorCodeAuthenticationRequired)}
+		return "", &billing.DeclineError{Reason: msgAuthentication, Code: string(stripeapi.ErrorCodeAuthenticationRequired)}
 	case stripeapi.PaymentIntentStatusRequiresPaymentMethod:
 		reason := "Your card was declined."
 		if pi.LastPaymentError != nil && pi.LastPaymentError.Msg != "" {
 			reason = pi.LastPaymentError.Msg
 		}
-		return "", &accounts.DeclineError{Reason: reason, Code: "requires_payment_method"}
+		return "", &billing.DeclineError{Reason: reason, Code: "requires_payment_method"}
 	}
 	return "", fmt.Errorf("stripe: PaymentIntent %s is %s after confirmation", pi.ID, pi.Status)
 }
@@ -322,7 +323,7 @@ func chargeError(err error) error {
 		if se.DeclineCode != "" {
 			code += "/" + string(se.DeclineCode)
 		}
-		return &accounts.DeclineError{Reason: reason, Code: code}
+		return &billing.DeclineError{Reason: reason, Code: code}
 	}
 	return fmt.Errorf("stripe: creating the PaymentIntent: %w", err)
 }
@@ -332,7 +333,7 @@ func chargeError(err error) error {
 // refunded) and to FindCharge.
 func (p *Processor) cancel(ctx context.Context, id, idem string) {
 	params := &stripeapi.PaymentIntentCancelParams{}
-	params.SetIdempotencyKey(accounts.CancelKey(idem))
+	params.SetIdempotencyKey(billing.CancelKey(idem))
 	_, _ = p.client.V1PaymentIntents.Cancel(context.WithoutCancel(ctx), id, params)
 }
 
@@ -340,19 +341,19 @@ func (p *Processor) cancel(ctx context.Context, id, idem string) {
 func paymentState(st stripeapi.PaymentIntentStatus) string {
 	switch st {
 	case stripeapi.PaymentIntentStatusSucceeded, stripeapi.PaymentIntentStatusProcessing, stripeapi.PaymentIntentStatusRequiresCapture:
-		return accounts.PaymentSucceeded
+		return billing.PaymentSucceeded
 	case stripeapi.PaymentIntentStatusRequiresAction, stripeapi.PaymentIntentStatusRequiresConfirmation:
-		return accounts.PaymentWaiting
+		return billing.PaymentWaiting
 	}
 	// requires_payment_method (the authentication failed) or canceled.
-	return accounts.PaymentFailed
+	return billing.PaymentFailed
 }
 
 // PaymentStatus reads a PaymentIntent that waited for the customer.
 func (p *Processor) PaymentStatus(ctx context.Context, ref string) (string, error) {
 	pi, err := p.client.V1PaymentIntents.Retrieve(ctx, ref, nil)
 	if missing(err) {
-		return accounts.PaymentFailed, nil
+		return billing.PaymentFailed, nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("stripe: reading PaymentIntent %s: %w", ref, err)
@@ -364,7 +365,7 @@ func (p *Processor) PaymentStatus(ctx context.Context, ref string) (string, erro
 // that succeeded meanwhile is left alone and reported succeeded.
 func (p *Processor) CancelPayment(ctx context.Context, ref, idempotencyKey string) (string, error) {
 	st, err := p.PaymentStatus(ctx, ref)
-	if err != nil || st == accounts.PaymentSucceeded {
+	if err != nil || st == billing.PaymentSucceeded {
 		return st, err
 	}
 	// Waiting, or failed: requires_payment_method can still be confirmed
@@ -459,4 +460,4 @@ func digits(s string) bool {
 	return true
 }
 
-var _ accounts.Processor = (*Processor)(nil)
+var _ billing.Processor = (*Processor)(nil)

@@ -19,7 +19,8 @@ import (
 	"testing"
 
 	"github.com/timeblock/timeblock/accounts"
-	"github.com/timeblock/timeblock/accounts/stripe"
+	"github.com/timeblock/timeblock/accounts/billing"
+	"github.com/timeblock/timeblock/accounts/billing/stripe"
 )
 
 // stripeMock starts stripe-mock on a free port and returns its base URL.
@@ -105,8 +106,8 @@ func TestStripeMock(t *testing.T) {
 	pm, err := p.SaveMethod(t.Context(), "user-1", "pm_card_visa")
 	t.Logf("SaveMethod: %+v, %v", pm, err)
 	switch {
-	case errors.Is(err, accounts.ErrDeclined):
-		pm = accounts.PaymentMethod{ID: "pm_card_visa"}
+	case errors.Is(err, billing.ErrDeclined):
+		pm = billing.PaymentMethod{ID: "pm_card_visa"}
 	case err != nil:
 		t.Fatalf("SaveMethod: %v", err)
 	case pm.ID == "" || pm.Brand == "" || pm.Last4 == "":
@@ -129,13 +130,13 @@ func TestStripeMock(t *testing.T) {
 	}
 
 	for _, key := range []string{"subscribe:sub-1", "renew:sub-1:2026-01-01T00:00:00Z"} {
-		ref, err := p.Charge(t.Context(), accounts.ChargeRequest{
+		ref, err := p.Charge(t.Context(), billing.ChargeRequest{
 			UserID: "user-1", MethodID: pm.ID, Amount: "40.85", IdempotencyKey: key, Description: "Timeblock test",
 		})
 		// stripe-mock's fixture PaymentIntent has a fixed status; either
 		// outcome shows the request was accepted, a refusal does not.
 		t.Logf("Charge %s: %q, %v", key, ref, err)
-		if err != nil && !errors.Is(err, accounts.ErrDeclined) {
+		if err != nil && !errors.Is(err, billing.ErrDeclined) {
 			t.Fatalf("Charge %s: %v", key, err)
 		}
 		if err == nil && !strings.HasPrefix(ref, "pi_") {

@@ -20,6 +20,7 @@ import (
 	stripeapi "github.com/stripe/stripe-go/v85"
 
 	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/billing"
 )
 
 // MetaWaited marks a SetupIntent that waited for the card holder.
@@ -31,20 +32,20 @@ const MetaWaited = "timeblock_waited_for_customer"
 // SetupIntent confirmed at once (so that banks can exempt renewals and
 // past-due retries from 3-D Secure), and once set up makes it the
 // Customer's default. A bank that wants the card holder to authenticate the
-// setup first is *accounts.SetupActionRequiredError (FinishSetup ends it),
-// a declined setup *accounts.DeclineError; the card is not the default then.
-func (p *Processor) SaveMethod(ctx context.Context, userID, method string) (accounts.PaymentMethod, error) {
+// setup first is *billing.SetupActionRequiredError (FinishSetup ends it),
+// a declined setup *billing.DeclineError; the card is not the default then.
+func (p *Processor) SaveMethod(ctx context.Context, userID, method string) (billing.PaymentMethod, error) {
 	if !strings.HasPrefix(method, "pm_") {
-		return accounts.PaymentMethod{}, accounts.Invalid("paymentMethod %q is not a Stripe payment method: send the pm_... id that Stripe.js created (in test mode pm_card_visa and the other test tokens work)", method)
+		return billing.PaymentMethod{}, accounts.Invalid("paymentMethod %q is not a Stripe payment method: send the pm_... id that Stripe.js created (in test mode pm_card_visa and the other test tokens work)", method)
 	}
 	cust, err := p.customer(ctx, userID)
 	if err != nil {
-		return accounts.PaymentMethod{}, err
+		return billing.PaymentMethod{}, err
 	}
 	ap := &stripeapi.PaymentMethodAttachParams{Customer: stripeapi.String(cust)}
 	pm, err := p.client.V1PaymentMethods.Attach(ctx, method, ap)
 	if err != nil {
-		return accounts.PaymentMethod{}, methodError(method, err)
+		return billing.PaymentMethod{}, methodError(method, err)
 	}
 	params := &stripeapi.SetupIntentCreateParams{
 		Customer:           stripeapi.String(cust),
@@ -56,7 +57,7 @@ func (p *Processor) SaveMethod(ctx context.Context, userID, method string) (acco
 	}
 	si, err := p.client.V1SetupIntents.Create(ctx, params)
 	if err != nil {
-		return accounts.PaymentMethod{}, setupError(err)
+		return billing.PaymentMethod{}, setupError(err)
 	}
 	if si.Status == stripeapi.SetupIntentStatusRequiresAction {
 		// Mark it for the webhook, which saves only setups that waited:
@@ -71,9 +72,9 @@ func (p *Processor) SaveMethod(ctx context.Context, userID, method string) (acco
 // FinishSetup reads a SetupIntent that waited for the card holder and, once
 // it succeeded, makes its card the Customer's default. A SetupIntent of
 // another Customer is answered as a missing one.
-func (p *Processor) FinishSetup(ctx context.Context, userID, setupID string) (accounts.PaymentMethod, error) {
+func (p *Processor) FinishSetup(ctx context.Context, userID, setupID string) (billing.PaymentMethod, error) {
 	if !strings.HasPrefix(setupID, "seti_") {
-		return accounts.PaymentMethod{}, accounts.Invalid("setupIntent %q is not a Stripe SetupIntent: send the seti_... id of the setup-intent answer's data.setupIntentId", setupID)
+		return billing.PaymentMethod{}, accounts.Invalid("setupIntent %q is not a Stripe SetupIntent: send the seti_... id of the setup-intent answer's data.setupIntentId", setupID)
 	}
 	var cust string
 	err := p.store.View(ctx, func(tx accounts.Tx) error {
@@ -82,45 +83,45 @@ func (p *Processor) FinishSetup(ctx context.Context, userID, setupID string) (ac
 		return err
 	})
 	if errors.Is(err, accounts.ErrNotFound) {
-		return accounts.PaymentMethod{}, accounts.NotFound("no card setup %s", setupID)
+		return billing.PaymentMethod{}, accounts.NotFound("no card setup %s", setupID)
 	}
 	if err != nil {
-		return accounts.PaymentMethod{}, fmt.Errorf("stripe: reading the customer of %s: %w", userID, err)
+		return billing.PaymentMethod{}, fmt.Errorf("stripe: reading the customer of %s: %w", userID, err)
 	}
 	params := &stripeapi.SetupIntentRetrieveParams{}
 	params.AddExpand("payment_method")
 	si, err := p.client.V1SetupIntents.Retrieve(ctx, setupID, params)
 	if missing(err) || err == nil && (si.Customer == nil || si.Customer.ID != cust) {
-		return accounts.PaymentMethod{}, accounts.NotFound("no card setup %s", setupID)
+		return billing.PaymentMethod{}, accounts.NotFound("no card setup %s", setupID)
 	}
 	if err != nil {
-		return accounts.PaymentMethod{}, fmt.Errorf("stripe: reading SetupIntent %s: %w", setupID, err)
+		return billing.PaymentMethod{}, fmt.Errorf("stripe: reading SetupIntent %s: %w", setupID, err)
 	}
 	return p.setupOutcome(ctx, cust, si, si.PaymentMethod)
 }
 
 // setupOutcome answers a SetupIntent after its confirmation: succeeded,
 // its card (pm, with brand and last 4) becomes the Customer's default.
-func (p *Processor) setupOutcome(ctx context.Context, cust string, si *stripeapi.SetupIntent, pm *stripeapi.PaymentMethod) (accounts.PaymentMethod, error) {
+func (p *Processor) setupOutcome(ctx context.Context, cust string, si *stripeapi.SetupIntent, pm *stripeapi.PaymentMethod) (billing.PaymentMethod, error) {
 	switch si.Status {
 	case stripeapi.SetupIntentStatusSucceeded:
 		if pm == nil {
-			return accounts.PaymentMethod{}, fmt.Errorf("stripe: SetupIntent %s succeeded without a payment method", si.ID)
+			return billing.PaymentMethod{}, fmt.Errorf("stripe: SetupIntent %s succeeded without a payment method", si.ID)
 		}
 		return p.makeDefault(ctx, cust, pm)
 	case stripeapi.SetupIntentStatusRequiresAction, stripeapi.SetupIntentStatusRequiresConfirmation, stripeapi.SetupIntentStatusProcessing:
-		return accounts.PaymentMethod{}, &accounts.SetupActionRequiredError{SetupIntentID: si.ID, ClientSecret: si.ClientSecret}
+		return billing.PaymentMethod{}, &billing.SetupActionRequiredError{SetupIntentID: si.ID, ClientSecret: si.ClientSecret}
 	case stripeapi.SetupIntentStatusRequiresPaymentMethod:
 		// The bank declined the setup, or the authentication failed.
 		reason := "Your card was declined."
 		if si.LastSetupError != nil && si.LastSetupError.Msg != "" {
 			reason = si.LastSetupError.Msg
 		}
-		return accounts.PaymentMethod{}, &accounts.DeclineError{Reason: reason, Code: "requires_payment_method"}
+		return billing.PaymentMethod{}, &billing.DeclineError{Reason: reason, Code: "requires_payment_method"}
 	case stripeapi.SetupIntentStatusCanceled:
-		return accounts.PaymentMethod{}, &accounts.DeclineError{Reason: "The card setup was canceled.", Code: "canceled"}
+		return billing.PaymentMethod{}, &billing.DeclineError{Reason: "The card setup was canceled.", Code: "canceled"}
 	}
-	return accounts.PaymentMethod{}, fmt.Errorf("stripe: SetupIntent %s is %s", si.ID, si.Status)
+	return billing.PaymentMethod{}, fmt.Errorf("stripe: SetupIntent %s is %s", si.ID, si.Status)
 }
 
 // setupError maps a failed SetupIntent confirmation: card errors are
@@ -136,20 +137,20 @@ func setupError(err error) error {
 		if se.DeclineCode != "" {
 			code += "/" + string(se.DeclineCode)
 		}
-		return &accounts.DeclineError{Reason: reason, Code: code}
+		return &billing.DeclineError{Reason: reason, Code: code}
 	}
 	return fmt.Errorf("stripe: creating the SetupIntent: %w", err)
 }
 
 // makeDefault makes a set-up card the Customer's default.
-func (p *Processor) makeDefault(ctx context.Context, cust string, pm *stripeapi.PaymentMethod) (accounts.PaymentMethod, error) {
+func (p *Processor) makeDefault(ctx context.Context, cust string, pm *stripeapi.PaymentMethod) (billing.PaymentMethod, error) {
 	up := &stripeapi.CustomerUpdateParams{
 		InvoiceSettings: &stripeapi.CustomerUpdateInvoiceSettingsParams{DefaultPaymentMethod: stripeapi.String(pm.ID)},
 	}
 	if _, err := p.client.V1Customers.Update(ctx, cust, up); err != nil {
-		return accounts.PaymentMethod{}, fmt.Errorf("stripe: making %s the default of %s: %w", pm.ID, cust, err)
+		return billing.PaymentMethod{}, fmt.Errorf("stripe: making %s the default of %s: %w", pm.ID, cust, err)
 	}
-	saved := accounts.PaymentMethod{ID: pm.ID, Brand: string(pm.Type)}
+	saved := billing.PaymentMethod{ID: pm.ID, Brand: string(pm.Type)}
 	if pm.Card != nil {
 		saved.Brand, saved.Last4 = string(pm.Card.Brand), pm.Card.Last4
 	}

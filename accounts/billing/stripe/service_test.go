@@ -19,8 +19,9 @@ import (
 
 	"github.com/timeblock/timeblock/accounts"
 	"github.com/timeblock/timeblock/accounts/api"
+	"github.com/timeblock/timeblock/accounts/billing"
+	"github.com/timeblock/timeblock/accounts/billing/stripe"
 	"github.com/timeblock/timeblock/accounts/embedded"
-	"github.com/timeblock/timeblock/accounts/stripe"
 )
 
 const testWebhookSecret = "whsec_testsecret0123456789"
@@ -565,7 +566,7 @@ func TestCrashBetweenChargeAndRecordIsRefunded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ref, err := s.proc.Charge(t.Context(), accounts.ChargeRequest{UserID: s.user, MethodID: pm, Amount: "40.85", IdempotencyKey: "subscribe:sub-charged"})
+	ref, err := s.proc.Charge(t.Context(), billing.ChargeRequest{UserID: s.user, MethodID: pm, Amount: "40.85", IdempotencyKey: "subscribe:sub-charged"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -615,7 +616,7 @@ func TestWebhookFailureBeforeTheSubscriptionIsRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, err := s.proc.Charge(t.Context(), accounts.ChargeRequest{UserID: s.user, MethodID: pm, Amount: "40.85", IdempotencyKey: "subscribe:sub-x"})
+	ref, err := s.proc.Charge(t.Context(), billing.ChargeRequest{UserID: s.user, MethodID: pm, Amount: "40.85", IdempotencyKey: "subscribe:sub-x"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/billing"
+	"github.com/timeblock/timeblock/accounts/billing/stripe"
 	"github.com/timeblock/timeblock/accounts/embedded"
-	"github.com/timeblock/timeblock/accounts/stripe"
 )
 
 const testKey = "sk_test_4eC39HqLyjWDarjtT1zdp7dc"
@@ -112,7 +113,7 @@ func TestSaveMethodRefusals(t *testing.T) {
 func saved(t *testing.T, fake *fakeStripe, p *stripe.Processor, token string) string {
 	t.Helper()
 	pm, err := p.SaveMethod(t.Context(), "user-1", token)
-	if action, ok := errors.AsType[*accounts.SetupActionRequiredError](err); ok {
+	if action, ok := errors.AsType[*billing.SetupActionRequiredError](err); ok {
 		fake.setSIStatus(action.SetupIntentID, "succeeded")
 		pm, err = p.FinishSetup(t.Context(), "user-1", action.SetupIntentID)
 	}
@@ -126,7 +127,7 @@ func TestChargeRequestAndIdempotentReplay(t *testing.T) {
 	fake := newFakeStripe(t)
 	p := newProcessor(t, fake.URL(), newStore(t))
 	pm := saved(t, fake, p, "pm_card_visa")
-	req := accounts.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "40.85", IdempotencyKey: "subscribe:sub-1", Description: "Timeblock pool"}
+	req := billing.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "40.85", IdempotencyKey: "subscribe:sub-1", Description: "Timeblock pool"}
 	ref, err := p.Charge(t.Context(), req)
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +159,7 @@ func TestChargeRequestAndIdempotentReplay(t *testing.T) {
 		t.Errorf("a subscribe charge may wait for 3-D Secure, got error_on_requires_action=%q", f["error_on_requires_action"])
 	}
 	// A past-due retry is off session: no page can run 3-D Secure for it.
-	if _, err := p.Charge(t.Context(), accounts.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "12", IdempotencyKey: "retry:sub-1:c:pm"}); err != nil {
+	if _, err := p.Charge(t.Context(), billing.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "12", IdempotencyKey: "retry:sub-1:c:pm"}); err != nil {
 		t.Fatal(err)
 	}
 	calls = fake.calls("POST", "/v1/payment_intents")
@@ -170,7 +171,7 @@ func TestChargeRequestAndIdempotentReplay(t *testing.T) {
 	}
 
 	// A renewal is off session.
-	if _, err := p.Charge(t.Context(), accounts.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "12", IdempotencyKey: "renew:sub-1:x"}); err != nil {
+	if _, err := p.Charge(t.Context(), billing.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "12", IdempotencyKey: "renew:sub-1:x"}); err != nil {
 		t.Fatal(err)
 	}
 	calls = fake.calls("POST", "/v1/payment_intents")
@@ -187,7 +188,7 @@ func TestStatementDescriptor(t *testing.T) {
 		t.Fatal(err)
 	}
 	pm := saved(t, fake, p, "pm_card_visa")
-	if _, err := p.Charge(t.Context(), accounts.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "1", IdempotencyKey: "subscribe:s"}); err != nil {
+	if _, err := p.Charge(t.Context(), billing.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "1", IdempotencyKey: "subscribe:s"}); err != nil {
 		t.Fatal(err)
 	}
 	if f := fake.calls("POST", "/v1/payment_intents")[0].Form; f["statement_descriptor_suffix"] != "TIMEBLOCK" {
@@ -211,18 +212,18 @@ func TestChargeDeclines(t *testing.T) {
 	}
 	for _, tt := range tests {
 		pm := saved(t, fake, p, tt.token)
-		_, err := p.Charge(t.Context(), accounts.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "10", IdempotencyKey: tt.key})
-		if !errors.Is(err, accounts.ErrDeclined) {
+		_, err := p.Charge(t.Context(), billing.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "10", IdempotencyKey: tt.key})
+		if !errors.Is(err, billing.ErrDeclined) {
 			t.Errorf("%s (%s): got %v, want a decline", tt.token, tt.key, err)
 			continue
 		}
-		if r := accounts.DeclineReason(err); !strings.Contains(r, tt.reason) {
+		if r := billing.DeclineReason(err); !strings.Contains(r, tt.reason) {
 			t.Errorf("%s (%s): reason %q, want it to say %q", tt.token, tt.key, r, tt.reason)
 		}
 		// A repeat gets the same decline, and no second PaymentIntent.
 		n := len(fake.paymentIntents())
-		_, err = p.Charge(t.Context(), accounts.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "10", IdempotencyKey: tt.key})
-		if !errors.Is(err, accounts.ErrDeclined) || len(fake.paymentIntents()) != n {
+		_, err = p.Charge(t.Context(), billing.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "10", IdempotencyKey: tt.key})
+		if !errors.Is(err, billing.ErrDeclined) || len(fake.paymentIntents()) != n {
 			t.Errorf("%s repeated: %v, %d payment intents (was %d)", tt.token, err, len(fake.paymentIntents()), n)
 		}
 		ref, found, err := p.FindCharge(t.Context(), tt.key)
@@ -239,13 +240,13 @@ func TestSubscribeWaitsForAuthentication(t *testing.T) {
 	fake := newFakeStripe(t)
 	p := newProcessor(t, fake.URL(), newStore(t))
 	pm := saved(t, fake, p, "pm_card_authenticationRequired")
-	charge := func(key string) *accounts.ActionRequiredError {
+	charge := func(key string) *billing.ActionRequiredError {
 		t.Helper()
-		_, err := p.Charge(t.Context(), accounts.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "10", IdempotencyKey: key})
-		if errors.Is(err, accounts.ErrDeclined) {
+		_, err := p.Charge(t.Context(), billing.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "10", IdempotencyKey: key})
+		if errors.Is(err, billing.ErrDeclined) {
 			t.Fatalf("%s: a payment waiting for the customer is a decline: %v", key, err)
 		}
-		action, ok := errors.AsType[*accounts.ActionRequiredError](err)
+		action, ok := errors.AsType[*billing.ActionRequiredError](err)
 		if !ok || action.Ref == "" || action.ClientSecret != action.Ref+"_secret" {
 			t.Fatalf("%s: got %v, want an ActionRequiredError with the client secret", key, err)
 		}
@@ -258,17 +259,17 @@ func TestSubscribeWaitsForAuthentication(t *testing.T) {
 	if pis := fake.paymentIntents(); pis[0].Status != "requires_action" {
 		t.Fatalf("payment intent %s, want it left requires_action", pis[0].Status)
 	}
-	if st, err := p.PaymentStatus(t.Context(), a.Ref); err != nil || st != accounts.PaymentWaiting {
+	if st, err := p.PaymentStatus(t.Context(), a.Ref); err != nil || st != billing.PaymentWaiting {
 		t.Fatalf("status = %q %v, want waiting", st, err)
 	}
 	if _, found, err := p.FindCharge(t.Context(), "subscribe:a"); err != nil || found {
 		t.Fatalf("FindCharge of a waiting payment = %v %v, want not found", found, err)
 	}
 	fake.setPIStatus(a.Ref, "succeeded") // the customer authenticated
-	if st, err := p.PaymentStatus(t.Context(), a.Ref); err != nil || st != accounts.PaymentSucceeded {
+	if st, err := p.PaymentStatus(t.Context(), a.Ref); err != nil || st != billing.PaymentSucceeded {
 		t.Fatalf("status = %q %v, want succeeded", st, err)
 	}
-	if st, err := p.CancelPayment(t.Context(), a.Ref, "cancel:subscribe:a"); err != nil || st != accounts.PaymentSucceeded {
+	if st, err := p.CancelPayment(t.Context(), a.Ref, "cancel:subscribe:a"); err != nil || st != billing.PaymentSucceeded {
 		t.Fatalf("cancel of a paid one = %q %v, want succeeded", st, err)
 	}
 	if pis := fake.paymentIntents(); pis[0].Status != "succeeded" {
@@ -276,16 +277,16 @@ func TestSubscribeWaitsForAuthentication(t *testing.T) {
 	}
 
 	b := charge("subscribe:b")
-	if st, err := p.CancelPayment(t.Context(), b.Ref, "cancel:subscribe:b"); err != nil || st != accounts.PaymentFailed {
+	if st, err := p.CancelPayment(t.Context(), b.Ref, "cancel:subscribe:b"); err != nil || st != billing.PaymentFailed {
 		t.Fatalf("cancel of a waiting one = %q %v, want failed", st, err)
 	}
 	if pis := fake.paymentIntents(); pis[1].Status != "canceled" {
 		t.Fatalf("payment intent %s after cancel, want canceled", pis[1].Status)
 	}
-	if st, err := p.CancelPayment(t.Context(), b.Ref, "cancel:subscribe:b"); err != nil || st != accounts.PaymentFailed {
+	if st, err := p.CancelPayment(t.Context(), b.Ref, "cancel:subscribe:b"); err != nil || st != billing.PaymentFailed {
 		t.Fatalf("a second cancel = %q %v", st, err)
 	}
-	if st, err := p.PaymentStatus(t.Context(), "pi_missing"); err != nil || st != accounts.PaymentFailed {
+	if st, err := p.PaymentStatus(t.Context(), "pi_missing"); err != nil || st != billing.PaymentFailed {
 		t.Fatalf("status of an unknown payment = %q %v, want failed", st, err)
 	}
 }
@@ -297,12 +298,12 @@ func TestChargeOutageIsNotADecline(t *testing.T) {
 	fake.mu.Lock()
 	fake.failNext = 1
 	fake.mu.Unlock()
-	_, err := p.Charge(t.Context(), accounts.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "10", IdempotencyKey: "subscribe:x"})
-	if err == nil || errors.Is(err, accounts.ErrDeclined) {
+	_, err := p.Charge(t.Context(), billing.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "10", IdempotencyKey: "subscribe:x"})
+	if err == nil || errors.Is(err, billing.ErrDeclined) {
 		t.Fatalf("charge during an outage = %v, want an error that is not a decline", err)
 	}
 	// Retrying with the same key charges once.
-	ref, err := p.Charge(t.Context(), accounts.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "10", IdempotencyKey: "subscribe:x"})
+	ref, err := p.Charge(t.Context(), billing.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "10", IdempotencyKey: "subscribe:x"})
 	if err != nil || ref == "" {
 		t.Fatalf("retry = %q, %v", ref, err)
 	}
@@ -312,7 +313,7 @@ func TestRefundAndFindCharge(t *testing.T) {
 	fake := newFakeStripe(t)
 	p := newProcessor(t, fake.URL(), newStore(t))
 	pm := saved(t, fake, p, "pm_card_visa")
-	ref, err := p.Charge(t.Context(), accounts.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "5.5", IdempotencyKey: "subscribe:it's"})
+	ref, err := p.Charge(t.Context(), billing.ChargeRequest{UserID: "user-1", MethodID: pm, Amount: "5.5", IdempotencyKey: "subscribe:it's"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,8 @@ import (
 
 	"github.com/timeblock/timeblock/accounts"
 	"github.com/timeblock/timeblock/accounts/api"
-	"github.com/timeblock/timeblock/accounts/stripe"
+	"github.com/timeblock/timeblock/accounts/billing"
+	"github.com/timeblock/timeblock/accounts/billing/stripe"
 )
 
 func TestSaveMethodSetsTheCardUpOffSession(t *testing.T) {
@@ -59,7 +60,7 @@ func TestSetupDeclinedSavesNothing(t *testing.T) {
 		"pm_card_fake_setupFails":     "Your card has expired.",  // requires_payment_method
 	} {
 		_, err := p.SaveMethod(t.Context(), "user-1", token)
-		if !errors.Is(err, accounts.ErrDeclined) || accounts.DeclineReason(err) != reason {
+		if !errors.Is(err, billing.ErrDeclined) || billing.DeclineReason(err) != reason {
 			t.Errorf("SaveMethod(%s) = %v, want a decline saying %q", token, err, reason)
 		}
 	}
@@ -347,7 +348,7 @@ func TestSetupSucceededWebhookSavesTheCard(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		u.PaymentMethod = &accounts.PaymentMethod{ID: "pm_before", Brand: "visa", Last4: "0000"}
+		u.PaymentMethod = &billing.PaymentMethod{ID: "pm_before", Brand: "visa", Last4: "0000"}
 		return tx.UpdateUser(u)
 	})
 	if err != nil {

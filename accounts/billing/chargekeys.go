@@ -1,4 +1,4 @@
-package accounts
+package billing
 
 // Charge keys: every processor call carries an idempotency key naming the
 // logical operation, so that repeating it (a retry, a crash, a race) makes
@@ -24,13 +24,17 @@ const (
 	ChargeRetry     = "retry"
 )
 
-func chargeKeySubscribe(subID string) string { return ChargeSubscribe + ":" + subID }
+// SubscribeKey is the idempotency key of the first charge of a subscription.
+func SubscribeKey(subID string) string { return ChargeSubscribe + ":" + subID }
 
-func chargeKeyRenewal(subID string, periodStart time.Time) string {
+// RenewalKey is the idempotency key of the renewal of a subscription for the
+// period starting at periodStart.
+func RenewalKey(subID string, periodStart time.Time) string {
 	return ChargeRenewal + ":" + subID + ":" + periodStart.UTC().Format(time.RFC3339Nano)
 }
 
-func chargeKeyRetry(subID, chargeID, methodID string) string {
+// RetryKey is the idempotency key of a past-due charge tried on one card.
+func RetryKey(subID, chargeID, methodID string) string {
 	return ChargeRetry + ":" + subID + ":" + chargeID + ":" + methodID
 }
 
@@ -45,14 +49,14 @@ func CancelKey(chargeKey string) string { return "cancel:" + chargeKey }
 // ChargeKind returns the kind of charge a charge key names (ChargeSubscribe,
 // ChargeRenewal or ChargeRetry), or "" for anything else.
 func ChargeKind(key string) string {
-	kind, _, _ := parseChargeKey(key)
+	kind, _, _ := ParseKey(key)
 	return kind
 }
 
-// parseChargeKey splits a charge key into its kind, the subscription id and
+// ParseKey splits a charge key into its kind, the subscription id and
 // the rest (a renewal's period start, a retry's charge and card); all ""
 // for a key that is not a charge key.
-func parseChargeKey(key string) (kind, subID, rest string) {
+func ParseKey(key string) (kind, subID, rest string) {
 	kind, tail, _ := strings.Cut(key, ":")
 	switch kind {
 	case ChargeSubscribe, ChargeRenewal, ChargeRetry:
