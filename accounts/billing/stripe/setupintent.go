@@ -129,15 +129,7 @@ func (p *Processor) setupOutcome(ctx context.Context, cust string, si *stripeapi
 func setupError(err error) error {
 	var se *stripeapi.Error
 	if errors.As(err, &se) && se.Type == stripeapi.ErrorTypeCard {
-		reason := se.Msg
-		if reason == "" {
-			reason = "Your card was declined."
-		}
-		code := string(se.Code)
-		if se.DeclineCode != "" {
-			code += "/" + string(se.DeclineCode)
-		}
-		return &billing.DeclineError{Reason: reason, Code: code}
+		return cardDecline(se, se.Msg)
 	}
 	return fmt.Errorf("stripe: creating the SetupIntent: %w", err)
 }

@@ -316,16 +316,22 @@ func chargeError(err error) error {
 		if se.Code == stripeapi.ErrorCodeAuthenticationRequired {
 			reason = msgAuthentication
 		}
-		if reason == "" {
-			reason = "Your card was declined."
-		}
-		code := string(se.Code)
-		if se.DeclineCode != "" {
-			code += "/" + string(se.DeclineCode)
-		}
-		return &billing.DeclineError{Reason: reason, Code: code}
+		return cardDecline(se, reason)
 	}
 	return fmt.Errorf("stripe: creating the PaymentIntent: %w", err)
+}
+
+// cardDecline is the decline of a card error, with reason (Stripe's words
+// for the card holder, or a generic one) and Stripe's codes.
+func cardDecline(se *stripeapi.Error, reason string) *billing.DeclineError {
+	if reason == "" {
+		reason = "Your card was declined."
+	}
+	code := string(se.Code)
+	if se.DeclineCode != "" {
+		code += "/" + string(se.DeclineCode)
+	}
+	return &billing.DeclineError{Reason: reason, Code: code}
 }
 
 // cancel cancels a PaymentIntent that waits for the customer; a failure is
