@@ -173,6 +173,9 @@ func (s *Service) findPurchase(ctx context.Context, userID, id string) (*purchas
 	return p, nil
 }
 
+// msgBoughtNothing answers a key whose purchase ended unpaid.
+const msgBoughtNothing = "an earlier request with this Idempotency-Key bought nothing: its payment did not go through and nothing was charged. Buy again with a new Idempotency-Key"
+
 // resume carries on a purchase an earlier attempt under the same
 // Idempotency-Key started, or answers with its outcome.
 func (s *Service) resume(ctx context.Context, p *purchase) (*SubscribeResult, error) {
@@ -196,7 +199,7 @@ func (s *Service) resume(ctx context.Context, p *purchase) (*SubscribeResult, er
 		// key; the processor replays a charge it made.
 		return s.charge(ctx, p)
 	case in != nil && in.Status == IntentVoid:
-		return nil, Conflict("an earlier request with this Idempotency-Key bought nothing: its payment did not go through and nothing was charged. Buy again with a new Idempotency-Key")
+		return nil, Conflict(msgBoughtNothing)
 	case in != nil && in.Status == IntentRefunded:
 		return nil, Conflict("an earlier request with this Idempotency-Key was charged but could not be completed: the charge was refunded (%s) and nothing was bought. Buy again with a new Idempotency-Key", in.Amount)
 	case in == nil || in.Status == IntentDone:
@@ -207,7 +210,7 @@ func (s *Service) resume(ctx context.Context, p *purchase) (*SubscribeResult, er
 		if res != nil && res.Status == SubCanceled && res.AmountCharged == "" {
 			// Made before intents carried the subscription id: an
 			// incomplete subscription that ended unpaid.
-			return nil, Conflict("an earlier request with this Idempotency-Key bought nothing: its payment did not go through and nothing was charged. Buy again with a new Idempotency-Key")
+			return nil, Conflict(msgBoughtNothing)
 		}
 		if res != nil {
 			return res, nil

@@ -275,6 +275,7 @@ func (s *Service) subscribe(ctx context.Context, userID, poolIDOrSlug string, re
 	// 2. The seats, reserved with the charge intent before money moves: a
 	// buyer who loses the race for them is refused here, uncharged.
 	p := &purchase{
+		user: user,
 		pool: pool,
 		intent: &ChargeIntent{ID: subID, UserID: userID, SubscriptionID: subID, Kind: IntentSubscribe,
 			Amount: order.amount, IdempotencyKey: billing.SubscribeKey(subID)},
@@ -298,6 +299,7 @@ func (s *Service) subscribe(ctx context.Context, userID, poolIDOrSlug string, re
 // purchase is a subscribe under way: its reservation (an incomplete
 // subscription holding the seats) and its charge intent.
 type purchase struct {
+	user      *User // the buyer with the card to charge; nil: read it
 	pool      *Pool
 	sub       *Subscription
 	intent    *ChargeIntent
@@ -360,9 +362,12 @@ func checkUnpaidTx(tx Tx, userID string, pool *Pool, now time.Time) error {
 
 // charge charges a reserved purchase and records the outcome.
 func (s *Service) charge(ctx context.Context, p *purchase) (*SubscribeResult, error) {
-	user, err := s.purchaser(ctx, p.intent.UserID)
-	if err != nil {
-		return nil, err
+	user := p.user
+	if user == nil { // a purchase carried on (SubscribeAs)
+		var err error
+		if user, err = s.purchaser(ctx, p.intent.UserID); err != nil {
+			return nil, err
+		}
 	}
 	sub := p.sub
 	ref, err := s.processor.Charge(ctx, billing.ChargeRequest{
