@@ -45,6 +45,8 @@ func (s *Service) Authenticate(ctx context.Context, token string) (*Principal, e
 		return s.authenticateManagementKey(ctx, token)
 	case strings.HasPrefix(token, SessionTokenPrefix):
 		return s.authenticateSession(ctx, token)
+	case strings.HasPrefix(token, signInTokenPrefix):
+		return nil, Unauthorized("a sign-in link's token is not a credential; exchange it with POST /api/auth/verify {token} for a session token")
 	}
 	return nil, Unauthorized("unknown credentials: send a session token (st_...) or a management key (mk_...) as Authorization: Bearer")
 }
@@ -58,13 +60,13 @@ func (s *Service) authenticateSession(ctx context.Context, token string) (*Princ
 		return err
 	})
 	if errors.Is(err, ErrNotFound) {
-		return nil, Unauthorized("unknown session token; ask the operator for a new session")
+		return nil, Unauthorized("unknown session, or one that has ended; sign in again")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("authenticate session: %w", err)
 	}
 	if !s.clock().Before(sess.ExpiresAt) {
-		return nil, Unauthorized("session expired at %s; ask the operator for a new session", sess.ExpiresAt.Format(time.RFC3339))
+		return nil, Unauthorized("session expired at %s; sign in again", sess.ExpiresAt.Format(time.RFC3339))
 	}
 	return &Principal{UserID: sess.UserID, Via: ViaSession, CredentialID: hash[:12]}, nil
 }

@@ -52,11 +52,27 @@ const (
 	envSecret = "account service test secret" // the service's secret
 )
 
-// recordingNotifier records key-delivered notices.
+// recordingNotifier records key-delivered notices and sign-in links.
 type recordingNotifier struct {
 	mu      sync.Mutex
 	notices []string // subscription ids
+	links   chan signInNotice
 	fail    bool
+}
+
+type signInNotice struct {
+	email, link string
+	expires     time.Time
+}
+
+func (n *recordingNotifier) SignInLink(_ context.Context, email, link string, expires time.Time) error {
+	n.mu.Lock()
+	links := n.links
+	n.mu.Unlock()
+	if links != nil {
+		links <- signInNotice{email, link, expires}
+	}
+	return nil
 }
 
 func (n *recordingNotifier) KeyDelivered(_ context.Context, u *accounts.User, sub *accounts.Subscription, p *accounts.Pool) error {

@@ -162,6 +162,16 @@ type Session struct {
 	ExpiresAt time.Time
 }
 
+// SignInToken is a one-time e-mail sign-in link's token; only its hash is
+// stored. It names an e-mail rather than a user, so that open sign-up creates
+// the user only when the link is used, not when anyone types an address.
+type SignInToken struct {
+	TokenHash string
+	Email     string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
 // ManagementKey authenticates scripts on /api/*; only the hash of its secret is stored.
 type ManagementKey struct {
 	ID         string

@@ -1,8 +1,8 @@
 package accounts
 
-// Notices to users. The only one is "your key is ready", sent when the
-// operator delivers a manually provisioned key. A notice never contains the
-// key itself: the user fetches it through the account API.
+// Notices to users: "your key is ready", sent when the operator delivers a
+// manually provisioned key, and the one-time sign-in link. A notice never
+// contains a key itself: the user fetches it through the account API.
 
 import (
 	"context"
@@ -20,6 +20,8 @@ import (
 type Notifier interface {
 	// KeyDelivered tells the user that the key of sub is ready.
 	KeyDelivered(ctx context.Context, user *User, sub *Subscription, pool *Pool) error
+	// SignInLink sends a one-time sign-in link to email.
+	SignInLink(ctx context.Context, email, link string, expires time.Time) error
 }
 
 // LogNotifier writes notices to the log (the default when no mail server is
@@ -40,6 +42,21 @@ func (n LogNotifier) KeyDelivered(_ context.Context, user *User, sub *Subscripti
 	return nil
 }
 
+// SignInLink logs the link, so that without a mail server (the quick start)
+// whoever reads the log can sign in: configure smtp before strangers can
+// reach the site.
+func (n LogNotifier) SignInLink(_ context.Context, email, link string, expires time.Time) error {
+	logger := n.Logger
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	logger.Info("notice: sign-in link (no smtp configured, so it is logged here instead of mailed)",
+		zap.String("email", email),
+		zap.String("link", link),
+		zap.Time("expires", expires))
+	return nil
+}
+
 // SMTPNotifier sends notices as plain-text e-mail through an SMTP server.
 // With Username set it authenticates with PLAIN, which net/smtp only allows
 // over TLS (STARTTLS is used when the server offers it) or to localhost.
@@ -56,6 +73,20 @@ func (n SMTPNotifier) KeyDelivered(ctx context.Context, user *User, sub *Subscri
 	if err != nil {
 		return err
 	}
+	return n.send(ctx, user.Email, msg)
+}
+
+// SignInLink mails the link.
+func (n SMTPNotifier) SignInLink(ctx context.Context, email, link string, expires time.Time) error {
+	msg, err := signInMessage(n.From, email, link, expires, time.Now())
+	if err != nil {
+		return err
+	}
+	return n.send(ctx, email, msg)
+}
+
+// send delivers one message to one recipient.
+func (n SMTPNotifier) send(ctx context.Context, to string, msg []byte) error {
 	var auth smtp.Auth
 	if n.Username != "" {
 		host, _, err := net.SplitHostPort(n.Addr)
@@ -66,15 +97,15 @@ func (n SMTPNotifier) KeyDelivered(ctx context.Context, user *User, sub *Subscri
 	}
 	// net/smtp takes no context; run it aside so a cancelled ctx returns.
 	done := make(chan error, 1)
-	go func() { done <- smtp.SendMail(n.Addr, auth, n.From, []string{user.Email}, msg) }()
+	go func() { done <- smtp.SendMail(n.Addr, auth, n.From, []string{to}, msg) }()
 	select {
 	case err := <-done:
 		if err != nil {
-			return fmt.Errorf("sending key notice to %s: %w", user.Email, err)
+			return fmt.Errorf("sending a notice to %s: %w", to, err)
 		}
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("sending key notice to %s: %w", user.Email, ctx.Err())
+		return fmt.Errorf("sending a notice to %s: %w", to, ctx.Err())
 	}
 }
 
@@ -114,6 +145,30 @@ func keyDeliveredMessage(from string, user *User, sub *Subscription, pool *Pool,
 	b.WriteString("For your security this message does not contain the key. Retrieve it with\r\n")
 	b.WriteString("GET /api/keys (or GET /api/pools/" + pool.Slug + "/my-keys) using your session\r\n")
 	b.WriteString("token or a management key.\r\n")
+	return []byte(b.String()), nil
+}
+
+// signInMessage builds the RFC 5322 message carrying a sign-in link.
+func signInMessage(from, email, link string, expires, now time.Time) ([]byte, error) {
+	for _, v := range []string{from, email, link} {
+		if v == "" || strings.ContainsAny(v, "\r\n") {
+			return nil, errors.New("notice: sender, recipient and link must be set and on one line")
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "From: %s\r\n", from)
+	fmt.Fprintf(&b, "To: %s\r\n", email)
+	b.WriteString("Subject: Your sign-in link\r\n")
+	fmt.Fprintf(&b, "Date: %s\r\n", now.Format(time.RFC1123Z))
+	b.WriteString("MIME-Version: 1.0\r\n")
+	b.WriteString("Content-Type: text/plain; charset=utf-8\r\n")
+	b.WriteString("Content-Transfer-Encoding: 8bit\r\n")
+	b.WriteString("\r\n")
+	b.WriteString("Hello,\r\n\r\n")
+	b.WriteString("Open this link to sign in to your account:\r\n\r\n")
+	fmt.Fprintf(&b, "%s\r\n\r\n", link)
+	fmt.Fprintf(&b, "It works once, until %s.\r\n", expires.UTC().Format("15:04 UTC on 2 January 2006"))
+	b.WriteString("If you did not ask to sign in, ignore this message: nothing happens without the link.\r\n")
 	return []byte(b.String()), nil
 }
 

@@ -2,6 +2,7 @@ package accounts
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/timeblock/timeblock/accounts/billing"
@@ -16,6 +17,8 @@ type Config struct {
 	Processor    billing.Processor
 	Notifier     Notifier
 	SessionTTL   time.Duration    // default 30 days
+	SignInTTL    time.Duration    // how long an e-mail sign-in link works, default 15 minutes
+	SignUp       string           // SignUpOpen (default) or SignUpInvite
 	GracePeriod  time.Duration    // past_due time before cancellation, default 7 days
 	Now          func() time.Time // the clock; tests move it (default time.Now)
 	Logger       *zap.Logger
@@ -31,6 +34,8 @@ type Service struct {
 	notifier     Notifier
 	termsVersion string
 	sessionTTL   time.Duration
+	signInTTL    time.Duration
+	signUp       string
 	gracePeriod  time.Duration
 	now          func() time.Time
 	logger       *zap.Logger
@@ -53,6 +58,8 @@ func NewService(cfg Config) (*Service, error) {
 		notifier:     cfg.Notifier,
 		termsVersion: cfg.TermsVersion,
 		sessionTTL:   cfg.SessionTTL,
+		signInTTL:    cfg.SignInTTL,
+		signUp:       cfg.SignUp,
 		gracePeriod:  cfg.GracePeriod,
 		now:          cfg.Now,
 		logger:       cfg.Logger,
@@ -70,6 +77,16 @@ func NewService(cfg Config) (*Service, error) {
 	if s.sessionTTL == 0 {
 		s.sessionTTL = 30 * 24 * time.Hour
 	}
+	if s.signInTTL == 0 {
+		s.signInTTL = defaultSignInTTL
+	}
+	switch s.signUp {
+	case "":
+		s.signUp = SignUpOpen
+	case SignUpOpen, SignUpInvite:
+	default:
+		return nil, fmt.Errorf("accounts: sign-up policy %q is neither %q nor %q", s.signUp, SignUpOpen, SignUpInvite)
+	}
 	if s.gracePeriod == 0 {
 		s.gracePeriod = 7 * 24 * time.Hour
 	}
@@ -78,6 +95,12 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	return s, nil
 }
+
+// ProcessorName names the payment processor ("test" or "stripe").
+func (s *Service) ProcessorName() string { return s.processor.Name() }
+
+// SignUp returns the sign-up policy, SignUpOpen or SignUpInvite.
+func (s *Service) SignUp() string { return s.signUp }
 
 // Store returns the store the service works on.
 func (s *Service) Store() Store { return s.store }

@@ -70,6 +70,13 @@ type Tx interface {
 	GetSession(tokenHash string) (*Session, error)
 	DeleteSession(tokenHash string) error
 
+	// Sign-in link tokens, by token hash. TakeSignInToken deletes the token
+	// and returns it, so that of two uses at once exactly one gets it;
+	// DeleteSignInTokensExpired removes those expired at now and says how many.
+	CreateSignInToken(t *SignInToken) error
+	TakeSignInToken(tokenHash string) (*SignInToken, error)
+	DeleteSignInTokensExpired(now time.Time) (int, error)
+
 	// Management keys. Hash is unique.
 	CreateManagementKey(k *ManagementKey) error
 	GetManagementKey(id string) (*ManagementKey, error)

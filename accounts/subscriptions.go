@@ -243,3 +243,78 @@ func (s *Service) CancelPledge(ctx context.Context, userID, poolIDOrSlug string)
 	s.publishKeyChange(ctx, userID)
 	return res, nil
 }
+
+// AllSubscriptions lists the user's subscriptions on every pool, oldest
+// first, canceled ones included.
+func (s *Service) AllSubscriptions(ctx context.Context, userID string) ([]SubscriptionView, error) {
+	var (
+		subs  []*Subscription
+		pools = make(map[string]*Pool)
+		keys  = make(map[string]*Key)
+	)
+	err := s.store.View(ctx, func(tx Tx) error {
+		var err error
+		if subs, err = tx.ListSubscriptionsByUser(userID); err != nil {
+			return err
+		}
+		for _, sub := range subs {
+			if _, ok := pools[sub.PoolID]; !ok {
+				if pools[sub.PoolID], err = tx.GetPool(sub.PoolID); err != nil {
+					return err
+				}
+			}
+			if keys[sub.ID], err = keyOfTx(tx, sub.ID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, passClientError("list subscriptions", err)
+	}
+	views := make([]SubscriptionView, 0, len(subs))
+	for _, sub := range subs {
+		v, err := s.subscriptionView(sub, pools[sub.PoolID], keys[sub.ID])
+		if err != nil {
+			return nil, err
+		}
+		views = append(views, v)
+	}
+	return views, nil
+}
+
+// SetCancelAtPeriodEnd schedules (cancel true) or withdraws the cancellation
+// of one of the user's subscriptions at the end of its current period. The
+// key keeps working until then; nothing is refunded. Another user's
+// subscription is a 404.
+func (s *Service) SetCancelAtPeriodEnd(ctx context.Context, userID, subID string, cancel bool) (*CancelResult, error) {
+	var res *CancelResult
+	err := s.store.Update(ctx, func(tx Tx) error {
+		sub, err := tx.GetSubscription(subID)
+		if errors.Is(err, ErrNotFound) || (err == nil && sub.UserID != userID) {
+			return NotFound("subscription %s not found", subID)
+		}
+		if err != nil {
+			return err
+		}
+		switch sub.Status {
+		case SubActive, SubPendingKey, SubPastDue:
+		default:
+			return Conflict("subscription %s is %s: only an active, pending_key or past_due subscription can be set to cancel or renew", subID, sub.Status)
+		}
+		if sub.CancelAtPeriodEnd != cancel {
+			sub.CancelAtPeriodEnd = cancel
+			sub.UpdatedAt = s.clock()
+			if err := tx.UpdateSubscription(sub); err != nil {
+				return err
+			}
+		}
+		res = &CancelResult{Canceled: cancel, SubscriptionID: sub.ID, CurrentPeriodEnd: sub.CurrentPeriodEnd}
+		return nil
+	})
+	if err != nil {
+		return nil, passClientError("cancel at period end", err)
+	}
+	s.publishKeyChange(ctx, userID)
+	return res, nil
+}

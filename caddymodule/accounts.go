@@ -1,8 +1,12 @@
 package caddymodule
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -11,6 +15,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/timeblock/timeblock/accounts/admission"
+	"github.com/timeblock/timeblock/accounts/api"
+	"github.com/timeblock/timeblock/accounts/web"
 )
 
 func init() {
@@ -18,7 +24,8 @@ func init() {
 	httpcaddyfile.RegisterHandlerDirective("timeblock_accounts", parseAccounts)
 }
 
-// Accounts serves the account API (/api/*) from the timeblock app's store.
+// Accounts serves the account API (/api/*) from the timeblock app's store,
+// and the buyer's account page (/account/).
 //
 // Failed credential checks (every 401 the API answers: no credential, an
 // unknown or expired session token, an unknown or revoked management key)
@@ -29,8 +36,21 @@ type Accounts struct {
 	// KeyFailuresPerMinute is as for timeblock_gate (default 60; a negative
 	// value, written 0 in the Caddyfile, turns the throttle off).
 	KeyFailuresPerMinute int `json:"key_failures_per_minute,omitempty"`
+	// SiteAddress is the base URL e-mail sign-in links point to, such as
+	// https://seats.example. Without it, links are only sent for requests
+	// to a loopback host (the quick start): otherwise a request's Host
+	// header could aim someone's link at another site.
+	SiteAddress string `json:"site_address,omitempty"`
+	// IdentityHeader names the header an identity provider sets to the
+	// signed-in user's e-mail (forward_auth's copy_headers, e.g.
+	// Remote-Email). Set it only on a handler behind forward_auth, on a
+	// route that first deletes the header from the client's request: the
+	// header is trusted as is, and e-mail sign-in links are off.
+	IdentityHeader string `json:"identity_header,omitempty"`
 
-	app *App
+	app  *App
+	api  http.Handler // the app's account API, or one built with this handler's options
+	page *web.Handler
 }
 
 // CaddyModule returns the Caddy module information.
@@ -48,21 +68,48 @@ func (a *Accounts) Provision(ctx caddy.Context) error {
 		return err
 	}
 	a.app = app.(*App)
+	a.api = a.app.api
+	if a.SiteAddress != "" || a.IdentityHeader != "" {
+		opts := a.app.apiOpts
+		opts.SiteAddress = strings.TrimSuffix(a.SiteAddress, "/")
+		opts.IdentityHeader = a.IdentityHeader
+		a.api = api.New(a.app.service, opts)
+	}
+	a.page = web.New(web.Options{Stripe: a.app.Billing != nil})
+	return nil
+}
+
+// Validate checks the sign-in options.
+func (a *Accounts) Validate() error {
+	if a.SiteAddress != "" {
+		u, err := url.Parse(a.SiteAddress)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			return fmt.Errorf("timeblock_accounts: site_address %q is not a site's address such as https://seats.example", a.SiteAddress)
+		}
+	}
+	if a.IdentityHeader != "" && http.CanonicalHeaderKey(a.IdentityHeader) == "Authorization" {
+		return errors.New("timeblock_accounts: identity_header cannot be Authorization (scripts send their credentials there)")
+	}
 	return nil
 }
 
 // Cleanup releases nothing: the store belongs to the app.
 func (a *Accounts) Cleanup() error { return nil }
 
-// ServeHTTP answers an account API request; it never calls next.
+// ServeHTTP answers an account API request or serves the page; it never
+// calls next.
 func (a *Accounts) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	if p := r.URL.Path; p == "/account" || strings.HasPrefix(p, web.Prefix) {
+		a.page.ServeHTTP(w, r)
+		return nil
+	}
 	limit := (&Gate{KeyFailuresPerMinute: a.KeyFailuresPerMinute}).keyFailureLimit()
 	var throttle *admission.FailureThrottle
 	if limit > 0 && a.app.shared != nil && a.app.shared.gate != nil {
 		throttle = a.app.shared.gate.guard.throttle
 	}
 	if throttle == nil {
-		a.app.api.ServeHTTP(w, r)
+		a.api.ServeHTTP(w, r)
 		return nil
 	}
 	addr := clientAddr(r)
@@ -76,7 +123,7 @@ func (a *Accounts) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp
 		return err
 	}
 	sw := &statusWriter{ResponseWriter: w}
-	a.app.api.ServeHTTP(sw, r)
+	a.api.ServeHTTP(sw, r)
 	if sw.status == http.StatusUnauthorized {
 		throttle.Fail(addr, time.Now())
 	}
@@ -116,6 +163,8 @@ func parseAccounts(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) 
 //
 //	timeblock_accounts {
 //		key_failures_per_minute <n>
+//		site_address <https://your.site>
+//		identity_header <header name>
 //	}
 func (a *Accounts) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
@@ -130,6 +179,14 @@ func (a *Accounts) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			a.KeyFailuresPerMinute = n
+		case "site_address":
+			if err := singleArg(d, &a.SiteAddress); err != nil {
+				return err
+			}
+		case "identity_header":
+			if err := singleArg(d, &a.IdentityHeader); err != nil {
+				return err
+			}
 		default:
 			return d.Errf("unknown timeblock_accounts option %q", d.Val())
 		}
@@ -140,6 +197,7 @@ func (a *Accounts) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*Accounts)(nil)
+	_ caddy.Validator             = (*Accounts)(nil)
 	_ caddy.CleanerUpper          = (*Accounts)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Accounts)(nil)
 	_ caddyfile.Unmarshaler       = (*Accounts)(nil)

@@ -46,6 +46,10 @@ type App struct {
 	Pools []*PoolConfig `json:"pools,omitempty"`
 	// SessionTTL is how long a session token lives (default 30 days).
 	SessionTTL caddy.Duration `json:"session_ttl,omitempty"`
+	// SignUp decides who may sign in: "open" (default; any e-mail address
+	// that signs in becomes a user) or "invite" (only users the operator
+	// created with POST /timeblock/users).
+	SignUp string `json:"sign_up,omitempty"`
 	// GracePeriod is how long a subscription may stay past_due before it is
 	// canceled (default 7 days).
 	GracePeriod caddy.Duration `json:"grace_period,omitempty"`
@@ -65,6 +69,7 @@ type App struct {
 	shared     *shared
 	service    *accounts.Service
 	api        *api.Handler
+	apiOpts    api.Options // what api was built with; handlers with options of their own start from it
 	operator   *api.Operator
 	stopWorker context.CancelFunc
 	workerDone chan struct{}
@@ -174,13 +179,18 @@ func (a *App) Provision(ctx caddy.Context) error {
 		Processor:    processor,
 		Notifier:     notifier,
 		SessionTTL:   time.Duration(a.SessionTTL),
+		SignUp:       a.SignUp,
 		GracePeriod:  time.Duration(a.GracePeriod),
 		Logger:       a.logger,
 	})
 	if err != nil {
 		return fmt.Errorf("timeblock: %w", err)
 	}
-	opts := api.Options{MaxBody: a.MaxRequestBody, Logger: a.logger, Webhook: webhook}
+	opts := api.Options{MaxBody: a.MaxRequestBody, Logger: a.logger, Webhook: webhook, ClientAddr: clientAddr}
+	if a.Billing != nil {
+		opts.StripePublishableKey = a.Billing.PublishableKey
+	}
+	a.apiOpts = opts
 	a.api = api.New(a.service, opts)
 	a.operator = api.NewOperator(a.service, opts)
 	registerApp(a)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -23,6 +24,9 @@ type BillingConfig struct {
 	// WebhookSecret is the signing secret (whsec_) of the webhook endpoint
 	// POST /api/billing/webhook.
 	WebhookSecret string `json:"webhook_secret,omitempty"`
+	// PublishableKey (pk_live_/pk_test_) is given to the account page, whose
+	// card form is Stripe Elements; without it the page cannot take cards.
+	PublishableKey string `json:"publishable_key,omitempty"`
 	// APIBase replaces https://api.stripe.com (stripe-mock, tests).
 	APIBase string `json:"api_base,omitempty"`
 	// StatementDescriptor is the suffix shown after the account's statement
@@ -35,6 +39,7 @@ func (b *BillingConfig) provision(repl *caddy.Replacer) {
 	b.SecretKey = repl.ReplaceAll(b.SecretKey, "")
 	b.WebhookSecret = repl.ReplaceAll(b.WebhookSecret, "")
 	b.APIBase = repl.ReplaceAll(b.APIBase, "")
+	b.PublishableKey = repl.ReplaceAll(b.PublishableKey, "")
 }
 
 // validate refuses a missing or malformed key, saying which.
@@ -53,6 +58,9 @@ func (b *BillingConfig) validate() error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("timeblock: billing stripe: api_base %q is not an http(s) URL such as http://localhost:12111", b.APIBase)
 		}
+	}
+	if k := b.PublishableKey; k != "" && !strings.HasPrefix(k, "pk_live_") && !strings.HasPrefix(k, "pk_test_") {
+		return fmt.Errorf("timeblock: billing stripe: publishable_key must be a publishable key (pk_live_... or pk_test_...), from the dashboard's API keys page")
 	}
 	if len(b.StatementDescriptor) > 22 {
 		return fmt.Errorf("timeblock: billing stripe: statement_descriptor %q is longer than 22 characters", b.StatementDescriptor)
@@ -74,7 +82,7 @@ func (b *BillingConfig) processor(st accounts.Store) (*stripe.Processor, error) 
 }
 
 // parseBilling parses `billing stripe { secret_key ...; webhook_secret ...;
-// api_base ...; statement_descriptor ... }`.
+// publishable_key ...; api_base ...; statement_descriptor ... }`.
 func parseBilling(d *caddyfile.Dispenser) (*BillingConfig, error) {
 	b := new(BillingConfig)
 	if !d.NextArg() {
@@ -94,12 +102,14 @@ func parseBilling(d *caddyfile.Dispenser) (*BillingConfig, error) {
 			err = singleArg(d, &b.SecretKey)
 		case "webhook_secret":
 			err = singleArg(d, &b.WebhookSecret)
+		case "publishable_key":
+			err = singleArg(d, &b.PublishableKey)
 		case "api_base":
 			err = singleArg(d, &b.APIBase)
 		case "statement_descriptor":
 			err = singleArg(d, &b.StatementDescriptor)
 		default:
-			err = d.Errf("unknown billing stripe option %q (use secret_key, webhook_secret, api_base, statement_descriptor)", d.Val())
+			err = d.Errf("unknown billing stripe option %q (use secret_key, webhook_secret, publishable_key, api_base, statement_descriptor)", d.Val())
 		}
 		if err != nil {
 			return nil, err

@@ -15,6 +15,7 @@ func TestAppCaddyfileBilling(t *testing.T) {
 		billing stripe {
 			secret_key {env.STRIPE_SECRET_KEY}
 			webhook_secret {env.STRIPE_WEBHOOK_SECRET}
+			publishable_key {env.STRIPE_PUBLISHABLE_KEY}
 			api_base http://localhost:12111
 			statement_descriptor TIMEBLOCK
 		}
@@ -25,7 +26,7 @@ func TestAppCaddyfileBilling(t *testing.T) {
 	}
 	got, _ := json.Marshal(app.Billing)
 	want := `{"processor":"stripe","secret_key":"{env.STRIPE_SECRET_KEY}","webhook_secret":"{env.STRIPE_WEBHOOK_SECRET}",` +
-		`"api_base":"http://localhost:12111","statement_descriptor":"TIMEBLOCK"}`
+		`"publishable_key":"{env.STRIPE_PUBLISHABLE_KEY}","api_base":"http://localhost:12111","statement_descriptor":"TIMEBLOCK"}`
 	if string(got) != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}

@@ -34,6 +34,7 @@ func parseAppOptions(d *caddyfile.Dispenser, _ any) (any, error) {
 //		secret <value>
 //		terms_version <string>
 //		session_ttl <duration>
+//		sign_up open|invite
 //		grace_period <duration>
 //		max_request_body <size>
 //		lifecycle_interval <duration>
@@ -45,6 +46,7 @@ func parseAppOptions(d *caddyfile.Dispenser, _ any) (any, error) {
 //		billing stripe {
 //			secret_key <sk_live_... | sk_test_... | rk_...>
 //			webhook_secret <whsec_...>
+//			publishable_key <pk_live_... | pk_test_...>
 //			api_base <url>
 //			statement_descriptor <suffix>
 //		}
@@ -102,6 +104,13 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "session_ttl":
 			if err := durationArg(d, &a.SessionTTL); err != nil {
 				return err
+			}
+		case "sign_up":
+			if err := singleArg(d, &a.SignUp); err != nil {
+				return err
+			}
+			if a.SignUp != "open" && a.SignUp != "invite" {
+				return d.Errf("sign_up %q: use open (anyone who signs in becomes a user) or invite (only users created with POST /timeblock/users)", a.SignUp)
 			}
 		case "grace_period":
 			if err := durationArg(d, &a.GracePeriod); err != nil {

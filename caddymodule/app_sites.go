@@ -255,6 +255,9 @@ func (s *siteSummary) line(pools []*PoolConfig) string {
 	var parts []string
 	if len(s.API) > 0 {
 		parts = append(parts, "account API on "+strings.Join(s.API, " "))
+		if slices.ContainsFunc(s.API, func(p string) bool { return coversPrefix(p, "/account/") }) {
+			parts = append(parts, "account page (sign in there) at "+s.BaseURL+"/account/")
+		}
 	}
 	if len(s.Inference) > 0 {
 		inf := "inference on " + strings.Join(s.Inference, " ")

@@ -92,6 +92,7 @@ type crossWorld struct {
 	bMgmtKey      string
 	bCombinedID   string
 	bFree, bFree2 string // keyless subscriptions of B
+	bSpare        string // a second session of B's, for signing out
 }
 
 // secrets lists every id and secret of A's that B must never see.
@@ -129,6 +130,13 @@ func crossCases(w *crossWorld) map[string][]crossCall {
 		return crossCall{method: method, path: path, body: body}
 	}
 	return map[string][]crossCall{
+		"GET /api/auth/config":  {own("GET", "/api/auth/config", nil)},
+		"POST /api/auth/email":  {own("POST", "/api/auth/email", map[string]any{"email": w.b.email})},
+		"POST /api/auth/verify": {own("POST", "/api/auth/verify", map[string]any{"token": "tok_not-a-link-we-sent"})},
+		"GET /api/auth/session": {own("GET", "/api/auth/session", nil)},
+		// B's spare session: the one that authenticates every other call lives on.
+		"POST /api/auth/sign-out": {{method: "POST", path: "/api/auth/sign-out", header: []string{"Authorization", "Bearer " + w.bSpare}}},
+
 		"GET /api/keys": {own("GET", "/api/keys", nil)},
 		"POST /api/keys/subscription": {
 			f("POST", "/api/keys/subscription", map[string]any{"subscriptionId": w.aFree1}),
@@ -178,6 +186,13 @@ func crossCases(w *crossWorld) map[string][]crossCall {
 			f("POST", "/api/subscriptions/"+w.aSubKeyed+"/confirm", nil),
 			f("POST", "/api/subscriptions/"+w.aFree1+"/confirm", nil),
 		},
+
+		"GET /api/subscriptions": {own("GET", "/api/subscriptions", nil)},
+		"POST /api/subscriptions/{id}/cancel": {
+			f("POST", "/api/subscriptions/"+w.aSubKeyed+"/cancel", nil),
+			f("POST", "/api/subscriptions/"+w.aPastDue+"/cancel", nil),
+		},
+		"POST /api/subscriptions/{id}/resume": {f("POST", "/api/subscriptions/"+w.aFree1+"/resume", nil)},
 
 		"POST /api/billing/setup-intent": {own("POST", "/api/billing/setup-intent", map[string]any{"paymentMethod": "pm_card_mastercard"})},
 		"GET /api/billing/status":        {own("GET", "/api/billing/status", nil)},
@@ -333,6 +348,11 @@ func buildCrossWorld(t *testing.T, c *e2e.Caddy) *crossWorld {
 	}
 
 	w.bMgmtKey = b.must(t, http.MethodPost, "/api/keys/management", map[string]any{"name": "b's"}).Get("apiKey").Str
+	if r := do(t, http.MethodPost, c.AdminURL()+"/timeblock/users/"+b.id+"/sessions", nil); r.status != http.StatusCreated {
+		t.Fatalf("a second session for B: %s", r)
+	} else {
+		w.bSpare = r.data().Get("sessionToken").Str
+	}
 	w.bFree, w.bFree2 = b.subscribe(t, "open", 1), b.subscribe(t, "open", 1)
 	b1, b2 := b.subscribe(t, "open", 1), b.subscribe(t, "open", 1)
 	w.bCombinedID = b.must(t, http.MethodPost, "/api/meta-keys", map[string]any{"pledgeIds": []string{b1, b2}, "label": "b's"}).Get("id").Str

@@ -89,3 +89,28 @@ func (h *Handler) cancelPledge(w http.ResponseWriter, r *http.Request, p *accoun
 	writeData(w, http.StatusOK, res)
 	return nil
 }
+
+// GET /api/subscriptions → the user's subscriptions on every pool, as
+// my-subscriptions rows.
+func (h *Handler) allSubscriptions(w http.ResponseWriter, r *http.Request, p *accounts.Principal) error {
+	subs, err := h.svc.AllSubscriptions(r.Context(), p.UserID)
+	if err != nil {
+		return err
+	}
+	writeData(w, http.StatusOK, subs)
+	return nil
+}
+
+// POST /api/subscriptions/{id}/cancel and .../resume → {canceled,
+// subscriptionId, currentPeriodEnd}: cancel that subscription at the end of
+// its period, or take the cancellation back.
+func (h *Handler) cancelAtPeriodEnd(cancel bool) authedFunc {
+	return func(w http.ResponseWriter, r *http.Request, p *accounts.Principal) error {
+		res, err := h.svc.SetCancelAtPeriodEnd(r.Context(), p.UserID, r.PathValue("id"), cancel)
+		if err != nil {
+			return err
+		}
+		writeData(w, http.StatusOK, res)
+		return nil
+	}
+}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"net/netip"
 	"strings"
 
 	"go.uber.org/zap"
@@ -16,6 +17,19 @@ type Options struct {
 	// Webhook reads the payment processor's webhook deliveries at
 	// POST /api/billing/webhook; nil: no such endpoint (test processor).
 	Webhook WebhookSource
+	// IdentityHeader names the request header an identity provider (Caddy's
+	// forward_auth) sets to the signed-in user's e-mail. Only set it on a
+	// route that passes through forward_auth: the header is then trusted,
+	// and e-mail sign-in links are off.
+	IdentityHeader string
+	// SiteAddress is the base URL sign-in links point to (https://seats.example);
+	// empty: the request's own address, on loopback hosts only.
+	SiteAddress string
+	// StripePublishableKey is given to the page for Stripe.js (pk_...).
+	StripePublishableKey string
+	// ClientAddr returns the client's address for sign-in throttling
+	// (default: the connection's peer).
+	ClientAddr func(*http.Request) netip.Addr
 }
 
 // Handler serves /api/*.
@@ -30,6 +44,12 @@ type Handler struct {
 	// the wrong method is a 405 naming the right ones, not a 404.
 	paths   *http.ServeMux
 	methods map[string][]string
+
+	// crossOrigin refuses state-changing requests a browser made from
+	// another origin (the cookie would otherwise ride along).
+	crossOrigin *http.CrossOriginProtection
+	// Sign-in link requests, throttled per e-mail and per client address.
+	signInByEmail, signInByAddr *windowLimiter
 }
 
 // authedFunc handles a request made with a session token or management key.
@@ -50,7 +70,21 @@ func (o Options) withDefaults() Options {
 func New(svc *accounts.Service, opts Options) *Handler {
 	opts = opts.withDefaults()
 	h := &Handler{svc: svc, opts: opts, mux: http.NewServeMux(), logger: opts.Logger,
-		paths: http.NewServeMux(), methods: make(map[string][]string)}
+		paths: http.NewServeMux(), methods: make(map[string][]string),
+		crossOrigin:   http.NewCrossOriginProtection(),
+		signInByEmail: newWindowLimiter(signInPerEmail, signInWindow, signInMaxKeys),
+		signInByAddr:  newWindowLimiter(signInPerAddress, signInWindow, signInMaxKeys)}
+	h.crossOrigin.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, h.logger, &accounts.Error{Status: http.StatusForbidden,
+			Message: "cross-origin request refused: this endpoint only takes requests from this site's own pages (or from scripts, which send no Origin)"})
+	}))
+
+	// Sign-in (auth.go).
+	h.public("GET /api/auth/config", h.authConfig)
+	h.public("POST /api/auth/email", h.signInEmail)
+	h.public("POST /api/auth/verify", h.signInVerify)
+	h.public("GET /api/auth/session", h.session)
+	h.route("POST /api/auth/sign-out", h.signOut)
 
 	// Consumption keys (keys.go).
 	h.route("GET /api/keys", h.listKeys)
@@ -80,6 +114,9 @@ func New(svc *accounts.Service, opts Options) *Handler {
 	h.route("GET /api/pools/{id}/my-keys", h.myKeys)
 	h.route("DELETE /api/pools/{id}/pledge", h.cancelPledge)
 	h.route("POST /api/subscriptions/{id}/confirm", h.confirmSubscription)
+	h.route("GET /api/subscriptions", h.allSubscriptions)
+	h.route("POST /api/subscriptions/{id}/cancel", h.cancelAtPeriodEnd(true))
+	h.route("POST /api/subscriptions/{id}/resume", h.cancelAtPeriodEnd(false))
 
 	// Billing (billing.go).
 	h.route("POST /api/billing/setup-intent", h.setupIntent)
@@ -104,7 +141,7 @@ func (h *Handler) noEndpoint(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeError(w, h.logger, accounts.NotFound("no such endpoint: %s %s (the account API's endpoints are "+
-		"/api/keys, /api/keys/management, /api/meta-keys, /api/pools and /api/billing)", r.Method, r.URL.Path))
+		"/api/auth, /api/keys, /api/keys/management, /api/meta-keys, /api/pools and /api/billing)", r.Method, r.URL.Path))
 }
 
 // public registers an endpoint that needs no credentials.
@@ -127,14 +164,14 @@ func (h *Handler) register(pattern string) {
 
 // ServeHTTP serves one account API request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.mux.ServeHTTP(w, r)
+	h.crossOrigin.Handler(h.mux).ServeHTTP(w, r)
 }
 
 // route registers an endpoint that needs a session token or management key.
 func (h *Handler) route(pattern string, fn authedFunc) {
 	h.register(pattern)
 	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		p, err := h.svc.Authenticate(r.Context(), bearerToken(r))
+		p, err := h.authenticate(r)
 		if err == nil {
 			err = fn(w, r, p)
 		}

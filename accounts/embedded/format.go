@@ -13,7 +13,7 @@ import (
 
 // formatVersion is the layout this build reads and writes. A file written by
 // an older build is migrated at Open; a newer one is refused.
-const formatVersion = 3
+const formatVersion = 4
 
 // Buckets. Entity buckets map an id to its JSON record; the others are
 // indexes that map a unique value (or a composite key) to an id.
@@ -58,6 +58,9 @@ const (
 
 	// Since format 3.
 	bucketChargesPending = "charges_pending" // charge id → nil, pending charges only
+
+	// Since format 4.
+	bucketSignInTokens = "sign_in_tokens" // token hash → record
 )
 
 const formatKey = "format"
@@ -83,6 +86,7 @@ func migrate(btx *bolt.Tx) error {
 		createBuckets,
 		createIntentBuckets,
 		indexPendingCharges,
+		createSignInBucket,
 	}
 	for ; version < formatVersion; version++ {
 		if err := steps[version](btx); err != nil {
@@ -165,4 +169,12 @@ func lastPart(k []byte, prefix []byte) string {
 		return ""
 	}
 	return string(rest[2:])
+}
+
+// createSignInBucket adds the e-mail sign-in link tokens (format 4).
+func createSignInBucket(btx *bolt.Tx) error {
+	if _, err := btx.CreateBucketIfNotExists([]byte(bucketSignInTokens)); err != nil {
+		return fmt.Errorf("create bucket %s: %w", bucketSignInTokens, err)
+	}
+	return nil
 }

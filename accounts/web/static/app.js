@@ -1,0 +1,222 @@
+// Timeblock buyer's page: a single page app over /api/* (accounts/web/CONTRACT.md).
+//
+// Stable names for tests (keep them once written):
+//
+// Routes (hash): #/pools, #/pools/<slug> (detail + buy), #/subscriptions, #/keys (+ management keys),
+//   #/combined, #/now, #/connect, #/connect/<key or combined key id>. Sign-in lives at /account/ (signed out) and /account/sign-in?token=…
+// Sections: #signin, #pools, #pool-detail, #buy, #subscriptions, #keys, #management-keys, #combined, #now, #connect
+// Shell: #nav (links with data-route), #who-email, #sign-out ("Sign out"), #status (aria-live),
+//   #confirm-dialog with #confirm-ok / #confirm-cancel ("Keep it")
+// Sign-in: #signin-form, #signin-email, #signin-submit ("Send sign-in link"), #signin-sent, #signin-error,
+//   #signin-again ("Use another address"), #signin-idp
+// Pools: .pool[data-id=<pool id>] with a link "View hours & buy"; table.seats-free
+// Pool detail: #pool-map (td[data-hour][data-seat][data-status=free|taken|mine|unsold]), th.now = current UTC
+//   hour, th.band.open = the block open now, #pool-open-now
+// Buy: #buy-form, #buy-block-asia|europe|americas, #buy-quantity, #buy-cycle-month, #buy-cycle-year,
+//   #buy-monthly[data-amount], #buy-charge[data-amount] (canonical decimal string as the server charges),
+//   #buy-opens, #buy-manual, #buy-terms, #buy-submit ("Buy"), #buy-result, #buy-confirm ("Confirm payment"),
+//   #buy-create-key ("Create key"), #buy-change-card ("Change card")
+// Card form (prefix "card" on the buy page and in #subscriptions, "recover" for past-due recovery):
+//   #<prefix>-form, #<prefix>-test-card (select, test processor), #<prefix>-element (Stripe),
+//   #<prefix>-save ("Save card"), #<prefix>-check ("Check again", after 3-D Secure)
+// Subscriptions: .sub[data-id=<subscription id>], buttons "Create key", "Cancel at period end" (then
+//   #confirm-ok), "Keep renewing" (once set to cancel), "Confirm payment"; #billing-card ("Change card" / "Add a card"), #past-due
+// Keys: #key-create-form, #key-create-sub, #key-create-name, #key-create-submit ("Create key");
+//   .key[data-id=<key id>] with "Reveal"/"Hide", "Copy", "Rename", "Revoke"/"Reactivate", "Delete";
+//   rename: #key-name-<id> + "Save"
+// Management keys: #mkey-form, #mkey-name, #mkey-submit ("Create management key"), #mkey-created (shown once),
+//   .mkey[data-id=<id>] with "Delete"
+// Combined (the form only when a subscription can join): #combined-form, #combined-label,
+//   #combined-member-<subId> (checkbox), #combined-role-<subId> (select lane|boost), #combined-preview
+//   (td[data-hour][data-pool] = lanes of that pool, td[data-boost] = boosts), #combined-hints (client-side
+//   rule hints), #combined-submit ("Create combined key"); .combined-key[data-id=<id>] with "Reveal", "Copy",
+//   "Edit", "Delete", lanes table #combined-plan-<id>; edit: #edit-label-<id>, #edit-<id>-member-<subId>,
+//   #edit-<id>-role-<subId>, #edit-preview-<id>, #edit-hints-<id>, "Save changes"
+// Right now: .now-row[data-id=<key id>] with .now-window, .now-when, .now-lanes ("—" when unknown); #now-clock
+// Connect: #connect-key, #connect-model, pre#snippet-claude, #snippet-codex-config, #snippet-codex-run,
+//   #snippet-openai-py, #snippet-openai-js, #snippet-anthropic-py, #snippet-anthropic-js (each with "Copy")
+// Errors: each action has a p.msg (role=alert) beside it with the server's message; .msg.ok / .msg.warn otherwise.
+
+import { api, announce, setUnauthorizedHandler } from './lib.js';
+import { renderPools, renderPoolDetail } from './pools.js';
+import { renderSubscriptions, renderKeys } from './account.js';
+import { renderCombined, renderNow, renderConnect } from './combined.js';
+
+const $ = (id) => document.getElementById(id);
+const SECTIONS = ['signin', 'pools', 'pool-detail', 'buy', 'subscriptions', 'keys', 'management-keys', 'combined', 'now', 'connect'];
+
+// ctx is what every view gets: the auth config, the user, the Stripe loader and a render guard.
+const ctx = { config: null, user: null, gen: 0, cleanup: null, stripe: loadStripe };
+
+const ROUTES = {
+  pools: { sections: ['pools'], render: renderPools },
+  'pool': { sections: ['pool-detail', 'buy'], render: renderPoolDetail },
+  subscriptions: { sections: ['subscriptions'], render: renderSubscriptions },
+  keys: { sections: ['keys', 'management-keys'], render: renderKeys },
+  combined: { sections: ['combined'], render: renderCombined },
+  now: { sections: ['now'], render: renderNow },
+  connect: { sections: ['connect'], render: renderConnect },
+};
+
+function parseRoute() {
+  const parts = location.hash.replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
+  if (parts[0] === 'pools' && parts[1]) return { name: 'pool', param: parts[1] };
+  return { name: ROUTES[parts[0]] ? parts[0] : 'pools', param: parts[1] || null };
+}
+
+function showSections(ids) {
+  $('loading').hidden = true;
+  for (const id of SECTIONS) $(id).hidden = !ids.includes(id);
+}
+
+async function route() {
+  if (!ctx.user) return;
+  if (ctx.cleanup) { ctx.cleanup(); ctx.cleanup = null; }
+  const { name, param } = parseRoute();
+  const r = ROUTES[name];
+  const gen = ++ctx.gen;
+  for (const a of document.querySelectorAll('#nav a')) {
+    const current = a.dataset.route === name || (name === 'pool' && a.dataset.route === 'pools');
+    if (current) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
+  }
+  showSections(r.sections);
+  // A view fills its sections through view.fill, which ignores a render overtaken by a newer route.
+  const view = {
+    stale: () => gen !== ctx.gen,
+    fill(sectionId, ...nodes) {
+      if (gen !== ctx.gen) return;
+      $(sectionId).querySelector('.body').replaceChildren(...nodes.flat().filter(Boolean));
+    },
+    rerender: () => { if (gen === ctx.gen) route(); },
+  };
+  for (const id of r.sections) view.fill(id, loadingNode());
+  try {
+    const cleanup = await r.render(ctx, view, param);
+    if (typeof cleanup === 'function') { if (view.stale()) cleanup(); else ctx.cleanup = cleanup; }
+  } catch (err) {
+    view.fill(r.sections[0], errorNode(err.message));
+  }
+}
+
+function loadingNode() {
+  const p = document.createElement('p');
+  p.className = 'muted';
+  p.textContent = 'Loading…';
+  return p;
+}
+
+function errorNode(text) {
+  const p = document.createElement('p');
+  p.className = 'msg error';
+  p.setAttribute('role', 'alert');
+  p.textContent = `${text} Reload the page to try again.`;
+  return p;
+}
+
+// ---- Sign-in ---------------------------------------------------------------
+
+function showSignIn(error) {
+  ctx.user = null;
+  if (ctx.cleanup) { ctx.cleanup(); ctx.cleanup = null; }
+  ctx.gen++;
+  $('nav').hidden = true;
+  $('who').hidden = true;
+  showSections(['signin']);
+  const idp = ctx.config.signIn === 'identity_provider';
+  $('signin-idp').hidden = !idp;
+  $('signin-form').hidden = idp;
+  $('signin-sent').hidden = true;
+  $('signin-error').hidden = !error;
+  $('signin-error').textContent = error || '';
+  if (!idp) $('signin-email').focus();
+}
+
+async function requestLink(ev) {
+  ev.preventDefault();
+  const email = $('signin-email').value.trim();
+  const m = $('signin-form-msg');
+  m.hidden = true;
+  if (!email) {
+    m.textContent = 'Enter your e-mail address.';
+    m.hidden = false;
+    return;
+  }
+  const btn = $('signin-submit');
+  btn.disabled = true;
+  const r = await api('POST', '/api/auth/email', { email });
+  btn.disabled = false;
+  if (!r.ok) {
+    m.textContent = r.error;
+    m.hidden = false;
+    return;
+  }
+  $('signin-error').hidden = true;
+  $('signin-form').hidden = true;
+  $('signin-sent-to').textContent = email;
+  $('signin-sent').hidden = false;
+  announce('Check your e-mail for a link');
+}
+
+async function signOut() {
+  await api('POST', '/api/auth/sign-out', {});
+  announce('Signed out');
+  showSignIn();
+}
+
+function startApp(user) {
+  ctx.user = user;
+  $('who-email').textContent = user.email;
+  // An identity provider owns the session: signing out here would not sign out there.
+  $('sign-out').hidden = ctx.config.signIn === 'identity_provider';
+  $('nav').hidden = false;
+  $('who').hidden = false;
+  route();
+}
+
+// Stripe.js comes from js.stripe.com only when the site uses Stripe (CSP allows exactly that origin).
+let stripePromise = null;
+function loadStripe() {
+  if (ctx.config.processor !== 'stripe' || !ctx.config.stripePublishableKey) return Promise.resolve(null);
+  stripePromise ??= new Promise((resolve, reject) => {
+    const s = document.createElement('script');
+    s.src = 'https://js.stripe.com/v3/';
+    s.addEventListener('load', () => resolve(window.Stripe(ctx.config.stripePublishableKey)));
+    s.addEventListener('error', () => { stripePromise = null; reject(new Error('Could not load Stripe.js; check your connection and reload.')); });
+    document.head.append(s);
+  });
+  return stripePromise;
+}
+
+async function boot() {
+  const cfg = await api('GET', '/api/auth/config');
+  ctx.config = cfg.ok ? cfg.data : { signIn: 'email', signUp: 'open', processor: null, stripePublishableKey: null };
+
+  let error = null;
+  if (/\/sign-in\/?$/.test(location.pathname)) {
+    const token = new URLSearchParams(location.search).get('token');
+    // The token leaves the address bar (and history) before anything else happens.
+    history.replaceState(null, '', location.pathname.replace(/sign-in\/?$/, '') + location.hash);
+    if (token) {
+      const r = await api('POST', '/api/auth/verify', { token });
+      if (!r.ok) {
+        error = r.status === 401
+          ? 'This sign-in link was already used or has expired. Enter your e-mail address to get a new one.'
+          : r.error;
+      }
+    }
+  }
+  const s = await api('GET', '/api/auth/session');
+  if (s.ok && s.data && s.data.user) {
+    startApp(s.data.user);
+    if (error) announce('This sign-in link was already used or has expired; you are still signed in.');
+  } else showSignIn(error);
+}
+
+setUnauthorizedHandler(() => showSignIn('Your session has ended. Sign in again.'));
+$('signin-form').addEventListener('submit', requestLink);
+$('signin-again').addEventListener('click', () => showSignIn());
+$('sign-out').addEventListener('click', signOut);
+// The skip link focuses <main> without touching the hash, which holds the route.
+document.querySelector('.skip').addEventListener('click', (ev) => { ev.preventDefault(); $('main').focus(); });
+window.addEventListener('hashchange', () => { if (location.hash === '' || location.hash.startsWith('#/')) route(); });
+boot();
