@@ -73,7 +73,25 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, dst any, op
 			}
 			return accounts.Invalid("field %q must be of type %s, not %s", te.Field, te.Type.String(), te.Value)
 		}
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			line, col := position(body, se.Offset)
+			return accounts.Invalid("request body is not valid JSON at line %d, column %d (byte %d): %v", line, col, se.Offset, err)
+		}
 		return accounts.Invalid("request body is not valid JSON: %v", err)
 	}
 	return nil
+}
+
+// position turns a byte offset of body into a 1-based line and column.
+func position(body []byte, offset int64) (line, col int) {
+	line, col = 1, 1
+	for i := int64(0); i < offset-1 && i < int64(len(body)); i++ {
+		if body[i] == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return line, col
 }

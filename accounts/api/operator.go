@@ -14,18 +14,22 @@ type Operator struct {
 	svc    *accounts.Service
 	opts   Options
 	mux    *http.ServeMux
+	routes routeTable
 	logger *zap.Logger
 }
 
 // NewOperator builds the operator endpoints handler.
 func NewOperator(svc *accounts.Service, opts Options) *Operator {
 	opts = opts.withDefaults()
-	o := &Operator{svc: svc, opts: opts, mux: http.NewServeMux(), logger: opts.Logger}
+	o := &Operator{svc: svc, opts: opts, mux: http.NewServeMux(), routes: newRouteTable(), logger: opts.Logger}
 	o.handle("POST /timeblock/users", o.createUser)
 	o.handle("POST /timeblock/users/{id}/sessions", o.createSession)
 	o.handle("POST /timeblock/subscriptions/{id}/deliver", o.deliver)
 	o.handle("POST /timeblock/subscriptions/{id}/payment-failed", o.paymentFailed)
 	o.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if o.routes.wrongMethod(w, r, o.logger) {
+			return
+		}
 		writeError(w, o.logger, accounts.NotFound("no such operator endpoint: %s %s", r.Method, r.URL.Path))
 	})
 	return o
@@ -35,6 +39,7 @@ func NewOperator(svc *accounts.Service, opts Options) *Operator {
 func (o *Operator) ServeHTTP(w http.ResponseWriter, r *http.Request) { o.mux.ServeHTTP(w, r) }
 
 func (o *Operator) handle(pattern string, fn func(w http.ResponseWriter, r *http.Request) error) {
+	o.routes.register(pattern)
 	o.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		if err := fn(w, r); err != nil {
 			writeError(w, o.logger, err)

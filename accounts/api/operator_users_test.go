@@ -38,6 +38,6 @@ func TestOperatorUsers(t *testing.T) {
 		}
 		e.call("GET", "/api/keys", second, "").want(t, 200)
 		e.operator("POST", "/timeblock/users/no-such-user/sessions", "").want(t, 404, "not found")
-		e.operator("GET", "/timeblock/users", "").want(t, 404)
+		e.operator("GET", "/timeblock/users", "").want(t, 405, "use POST")
 	})
 }

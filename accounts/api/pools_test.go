@@ -362,7 +362,7 @@ func TestOperatorSubscriptionsHTTP(t *testing.T) {
 			t.Errorf("restored key %+v %v", ent, err)
 		}
 		// Wrong methods and unknown operator paths answer in the envelope.
-		e.operator("GET", "/timeblock/subscriptions/"+id+"/deliver", "").want(t, 404)
+		e.operator("GET", "/timeblock/subscriptions/"+id+"/deliver", "").want(t, 405, "use POST")
 		e.operator("POST", "/timeblock/nothing", "").want(t, 404)
 	})
 }

@@ -39,11 +39,7 @@ type Handler struct {
 	mux    *http.ServeMux
 	logger *zap.Logger
 
-	// paths matches a request's path against the endpoints' paths whatever
-	// its method, and methods lists each path's methods: a known path with
-	// the wrong method is a 405 naming the right ones, not a 404.
-	paths   *http.ServeMux
-	methods map[string][]string
+	routes routeTable
 
 	// crossOrigin refuses state-changing requests a browser made from
 	// another origin (the cookie would otherwise ride along).
@@ -70,7 +66,7 @@ func (o Options) withDefaults() Options {
 func New(svc *accounts.Service, opts Options) *Handler {
 	opts = opts.withDefaults()
 	h := &Handler{svc: svc, opts: opts, mux: http.NewServeMux(), logger: opts.Logger,
-		paths: http.NewServeMux(), methods: make(map[string][]string),
+		routes:        newRouteTable(),
 		crossOrigin:   http.NewCrossOriginProtection(),
 		signInByEmail: newWindowLimiter(signInPerEmail, signInWindow, signInMaxKeys),
 		signInByAddr:  newWindowLimiter(signInPerAddress, signInWindow, signInMaxKeys)}
@@ -132,13 +128,8 @@ func New(svc *accounts.Service, opts Options) *Handler {
 // noEndpoint answers a request no endpoint takes, in the envelope: 405 with
 // Allow when the path exists with other methods, else 404.
 func (h *Handler) noEndpoint(w http.ResponseWriter, r *http.Request) {
-	if _, pattern := h.paths.Handler(r); pattern != "" {
-		if methods := h.methods[pattern]; len(methods) > 0 {
-			w.Header().Set("Allow", strings.Join(methods, ", "))
-			writeError(w, h.logger, &accounts.Error{Status: http.StatusMethodNotAllowed,
-				Message: "method " + r.Method + " is not allowed on " + r.URL.Path + "; use " + strings.Join(methods, " or ")})
-			return
-		}
+	if h.routes.wrongMethod(w, r, h.logger) {
+		return
 	}
 	writeError(w, h.logger, accounts.NotFound("no such endpoint: %s %s (the account API's endpoints are "+
 		"/api/auth, /api/keys, /api/keys/management, /api/meta-keys, /api/pools and /api/billing)", r.Method, r.URL.Path))
@@ -151,15 +142,43 @@ func (h *Handler) public(pattern string, fn http.HandlerFunc) {
 }
 
 // register notes an endpoint's method under its path, for noEndpoint.
-func (h *Handler) register(pattern string) {
+func (h *Handler) register(pattern string) { h.routes.register(pattern) }
+
+// routeTable matches a request's path against the endpoints' paths whatever
+// its method, and lists each path's methods: a known path with the wrong
+// method is a 405 naming the right ones, not a 404.
+type routeTable struct {
+	paths   *http.ServeMux
+	methods map[string][]string
+}
+
+func newRouteTable() routeTable {
+	return routeTable{paths: http.NewServeMux(), methods: make(map[string][]string)}
+}
+
+func (t routeTable) register(pattern string) {
 	method, path, _ := strings.Cut(pattern, " ")
-	if _, ok := h.methods[path]; !ok {
-		h.paths.HandleFunc(path, http.NotFound)
+	if _, ok := t.methods[path]; !ok {
+		t.paths.HandleFunc(path, http.NotFound)
 	}
-	h.methods[path] = append(h.methods[path], method)
+	t.methods[path] = append(t.methods[path], method)
 	if method == http.MethodGet {
-		h.methods[path] = append(h.methods[path], http.MethodHead)
+		t.methods[path] = append(t.methods[path], http.MethodHead)
 	}
+}
+
+// wrongMethod answers 405 with Allow when r's path is known with other
+// methods, and reports whether it did.
+func (t routeTable) wrongMethod(w http.ResponseWriter, r *http.Request, logger *zap.Logger) bool {
+	_, pattern := t.paths.Handler(r)
+	methods := t.methods[pattern]
+	if pattern == "" || len(methods) == 0 {
+		return false
+	}
+	w.Header().Set("Allow", strings.Join(methods, ", "))
+	writeError(w, logger, &accounts.Error{Status: http.StatusMethodNotAllowed,
+		Message: "method " + r.Method + " is not allowed on " + r.URL.Path + "; use " + strings.Join(methods, " or ")})
+	return true
 }
 
 // ServeHTTP serves one account API request.

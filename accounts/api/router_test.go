@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/timeblock/timeblock/accounts"
 	"github.com/timeblock/timeblock/accounts/embedded"
 )
 
@@ -50,4 +51,12 @@ func TestUnknownEndpoints(t *testing.T) {
 	e.call("GET", "/api/keys", "", "").want(t, http.StatusUnauthorized)
 	e.call("GET", "/api/pools/disclosure", "", "").want(t, http.StatusOK)
 	e.call("GET", "/api/keys", tok, "").want(t, http.StatusOK)
+}
+
+func TestBadJSONSaysWhere(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st accounts.Store) {
+		e := newHTTPEnv(t, st, 0)
+		_, tok := e.user("ada@example.com", "")
+		e.call("POST", "/api/keys/management", tok, "{\n  \"name\": \"ci\",\n  oops\n}").want(t, 400, "line 3, column 3")
+	})
 }
