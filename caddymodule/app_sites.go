@@ -254,9 +254,13 @@ func baseURL(srv *caddyhttp.Server) string {
 func (s *siteSummary) line(pools []*PoolConfig) string {
 	var parts []string
 	if len(s.API) > 0 {
-		parts = append(parts, "account API on "+strings.Join(s.API, " "))
+		// The page's own paths are named by its address, not listed.
+		api := slices.DeleteFunc(slices.Clone(s.API), func(p string) bool { return p == "/account" || strings.HasPrefix(p, "/account/") })
+		if len(api) > 0 {
+			parts = append(parts, "account API on "+strings.Join(api, " "))
+		}
 		if slices.ContainsFunc(s.API, func(p string) bool { return coversPrefix(p, "/account/") }) {
-			parts = append(parts, "account page (sign in there) at "+s.BaseURL+"/account/")
+			parts = append(parts, "account page at "+s.BaseURL+"/account/ (sign in there)")
 		}
 	}
 	if len(s.Inference) > 0 {

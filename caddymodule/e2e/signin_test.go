@@ -86,7 +86,7 @@ func TestSignInOnTheQuickStart(t *testing.T) {
 		resp.Header.Get("Referrer-Policy") != "no-referrer" || !strings.Contains(body, "app.js") {
 		t.Fatalf("GET /account/: %d %v\n%.300s", resp.StatusCode, resp.Header, body)
 	}
-	if !strings.Contains(c.Logs(), "account page (sign in there) at http://") {
+	if !strings.Contains(c.Logs(), "account page at http://") {
 		t.Error("the start-up log does not say where the account page is")
 	}
 

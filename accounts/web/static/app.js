@@ -7,7 +7,7 @@
 // Sections: #signin, #pools, #pool-detail, #buy, #subscriptions, #keys, #management-keys, #combined, #now, #connect
 // Shell: #nav (links with data-route), #who-email, #sign-out ("Sign out"), #status (aria-live),
 //   #confirm-dialog with #confirm-ok / #confirm-cancel ("Keep it")
-// Sign-in: #signin-form, #signin-email, #signin-submit ("Send sign-in link"), #signin-sent, #signin-error,
+// Sign-in: #signin-form, #signin-email, #signin-submit ("Send sign-in link"), #signin-hint, #signin-sent, #signin-error,
 //   #signin-again ("Use another address"), #signin-idp
 // Pools: .pool[data-id=<pool id>] with a link "View hours & buy"; table.seats-free
 // Pool detail: #pool-map (td[data-hour][data-seat][data-status=free|taken|mine|unsold]), th.now = current UTC
@@ -128,6 +128,9 @@ function showSignIn(error) {
   $('signin-sent').hidden = true;
   $('signin-error').hidden = !error;
   $('signin-error').textContent = error || '';
+  $('signin-hint').textContent = ctx.config.signUp === 'invite'
+    ? 'No password: we e-mail you a link. This site is by invitation: use the address you were invited with.'
+    : 'No password: we e-mail you a link. New here? The same link creates your account.';
   if (!idp) $('signin-email').focus();
 }
 
