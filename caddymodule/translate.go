@@ -245,6 +245,10 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	if ferr := tw.finish(err); ferr != nil && err == nil {
 		err = ferr
 	}
+	if tw.dropped > 0 {
+		t.logger.Warn("the upstream called tools without a name; those calls were left out of the answer",
+			zap.Int("calls", tw.dropped), zap.String("path", r.URL.Path))
+	}
 	if err != nil && tw.mode == modeStream && tw.wroteHeader {
 		// The client already has a stream, closed now with an error event;
 		// Caddy's error handling could only write a second response.
@@ -290,6 +294,7 @@ type translateWriter struct {
 	held        []byte // a body held for finish, in heldBuf from bodyPool
 	heldBuf     *[]byte
 	stream      *pooledStream
+	dropped     int // tool calls without a name the stream left out (finish)
 	overflow    bool
 
 	// A stream's headers wait up to headerHold for its first event; mu
@@ -528,6 +533,7 @@ func (tw *translateWriter) finish(nextErr error) error {
 		tw.endHold()
 		st := tw.stream
 		defer func() {
+			tw.dropped = st.DroppedCalls()
 			if cap(st.out) > maxPooledBody {
 				st.out = nil
 			}

@@ -41,7 +41,9 @@ const (
 // toolState is one tool call. A messages client sees one block at a time, so
 // of several tool calls only one streams live; the arguments of the others
 // are held until it is complete — when parallel calls come interleaved by
-// index, each fragment still lands in its own block.
+// index, each fragment still lands in its own block. A call is also held
+// until it is ready (ready): its block names its id and tool, which some
+// chat upstreams send after the call's first chunk.
 type toolState struct {
 	key      int
 	id, name []byte // raw literals
@@ -91,6 +93,13 @@ func (j *jsonTracker) feed(b []byte) {
 	}
 }
 
+// ready reports whether a held call can open its block: it has a name, and
+// its id, or it has argument text to send or has ended (an id that has not
+// come by then is made up, and is the call's for good).
+func (t *toolState) ready() bool {
+	return len(t.name) > 2 && (len(t.id) > 2 || t.hasArgs || t.ended)
+}
+
 func (s *Stream) findTool(key int) int {
 	for i := range s.tools {
 		if s.tools[i].key == key {
@@ -124,6 +133,9 @@ func (s *Stream) toolStart(key int, idLit, nameLit string) int {
 			}
 			if len(t.id) <= 2 && isStr(idLit) {
 				t.id = append(t.id[:0], idLit...)
+			}
+			if s.live < 0 {
+				s.mPromote() // a late id or name may make it ready
 			}
 		}
 		return i
@@ -173,6 +185,9 @@ func (s *Stream) toolArgs(key int, lit string) {
 		mark := len(t.args)
 		t.args = appendUnescaped(t.args, inner(lit))
 		t.jt.feed(t.args[mark:])
+		if s.live < 0 {
+			s.mPromote() // held for its id, it goes now
+		}
 	}
 }
 
@@ -325,7 +340,15 @@ func (s *Stream) mPromote() {
 		}
 		next := -1
 		for i := range s.tools {
-			if s.tools[i].phase == toolPending {
+			t := &s.tools[i]
+			if t.phase != toolPending {
+				continue
+			}
+			if t.ended && len(t.name) <= 2 {
+				s.dropTool(t)
+				continue
+			}
+			if t.ready() {
 				next = i
 				break
 			}
@@ -353,6 +376,27 @@ func (s *Stream) mPromote() {
 			t.args = t.args[:0]
 		}
 	}
+}
+
+// dropTool drops a call that ended without a name: no client can run it
+// (a tool_use named "" comes back as an error about a tool that does not
+// exist), and its arguments mean nothing without it. Some model servers'
+// tool parsers emit such a call when the model's output is cut or
+// malformed. DroppedCalls counts them, for the caller's log.
+func (s *Stream) dropTool(t *toolState) {
+	t.phase = toolClosed
+	t.args = t.args[:0]
+	s.toolCount--
+	s.dropped++
+}
+
+// DroppedCalls reports how many tool calls without a name the translation
+// dropped so far (dropTool).
+func (s *Stream) DroppedCalls() int {
+	if s.client == Responses {
+		return s.rx.dropped
+	}
+	return s.dropped
 }
 
 // mEndTools closes every tool call, held ones included.

@@ -105,8 +105,8 @@ var fieldRules = [...]fieldRule{
 		fix: "this model's upstream does not return log probabilities; leave logprobs out"},
 	{client: Chat, name: "top_logprobs", action: fieldRefuse, neutral: isZero,
 		fix: "this model's upstream does not return log probabilities; leave top_logprobs out"},
-	{client: Chat, name: "response_format", action: fieldRefuse, neutral: isTextFormat,
-		fix: "this model's upstream cannot enforce a response format; describe the format in the prompt instead"},
+	{client: Chat, name: "response_format", action: fieldRefuse, neutral: isTextFormat, // json_schema is carried
+		fix: "this model's upstream can enforce only a JSON schema: send {type: json_schema, json_schema: {name, schema}}, or describe the format in the prompt"},
 	{client: Chat, name: "logit_bias", action: fieldRefuse, neutral: isEmptyObj,
 		fix: "this model's upstream does not support logit_bias; leave it out"},
 	{client: Chat, name: "audio", action: fieldRefuse,

@@ -259,23 +259,37 @@ func isBillingHeader(lit string) bool {
 }
 
 // appendMessagesChat writes the messages from their views (takeMessages):
-// each an object with a valid role and content.
+// each an object with a valid role and content. Tool messages follow the
+// assistant message that called: a message the client put between the
+// calls and their results is held after the results (toolorder.go).
 func appendMessagesChat(dst []byte, views []msgView, est *tally) ([]byte, *Error) {
-	var err *Error
+	var (
+		err   *Error
+		h     held
+		calls bool
+		split int
+	)
 	msgs := loc{name: "messages"}
 	for i, m := range views {
 		p := msgs.elem(i)
 		est.n += tokensPerMessage
 		role, content := m.role, m.content
+		mark := len(dst)
 		switch {
 		case strEq(role, "user"):
-			dst, err = userToChat(dst, content, &p, est)
+			// Its tool messages are dst[mark:split], then its user message.
+			if dst, split, err = userToChat(dst, content, &p, est); err == nil {
+				h.results(dst[:split], mark)
+				h.note(dst, split)
+			}
 		case strEq(role, "assistant"):
-			dst, err = assistantToChat(dst, content, &p, est)
+			dst, calls, err = assistantToChat(dst, content, &p, est)
+			h = held{on: calls}
 		default:
 			// system: instructions between turns (Claude Code sends them)
 			// stay where they are: a system message at that position.
 			dst, err = appendSystemChat(dst, content, est)
+			h.note(dst, mark)
 		}
 		if err != nil {
 			return dst, err
@@ -376,13 +390,16 @@ func unsupportedBlock(p *loc, t string) *Error {
 // (which must directly follow the assistant's tool calls), then the rest —
 // with any images the tool results carried, which tool messages cannot hold —
 // becomes one user message.
-func userToChat(dst []byte, content string, p *loc, est *tally) ([]byte, *Error) {
+//
+// split is where the tool messages end and the user message starts.
+func userToChat(dst []byte, content string, p *loc, est *tally) (out []byte, split int, err *Error) {
 	if isStr(content) {
 		est.text(content)
+		split = len(dst)
 		dst = sep(dst)
 		dst = append(dst, `{"role":"user","content":`...)
 		dst = append(dst, content...)
-		return append(dst, '}'), nil
+		return append(dst, '}'), split, nil
 	}
 	// The blocks are read once: tool results are written as they come, the
 	// rest after them (a turn's first eight blocks stay on the stack).
@@ -399,18 +416,18 @@ func userToChat(dst []byte, content string, p *loc, est *tally) ([]byte, *Error)
 		bp := cp.elem(i)
 		b, err := readBlock(&c, &bp)
 		if err != nil {
-			return dst, err
+			return dst, 0, err
 		}
 		switch b.typ {
 		case "tool_result":
 			var imgs int
 			if dst, imgs, err = toolResultToChat(dst, &b, &bp, est); err != nil {
-				return dst, err
+				return dst, 0, err
 			}
 			parts += imgs
 		case "text":
 			if !isStr(b.text) {
-				return dst, bp.bad(".text: must be a string")
+				return dst, 0, bp.bad(".text: must be a string")
 			}
 			est.text(b.text)
 			if !emptyStr(b.text) {
@@ -421,21 +438,21 @@ func userToChat(dst []byte, content string, p *loc, est *tally) ([]byte, *Error)
 			parts++
 			soleText = ""
 		default:
-			return dst, unsupportedBlock(&bp, b.typ)
+			return dst, 0, unsupportedBlock(&bp, b.typ)
 		}
 		blocks = append(blocks, b)
 	}
+	split = len(dst)
 	if parts == 0 {
-		return dst, nil
+		return dst, split, nil
 	}
 	dst = sep(dst)
 	dst = append(dst, `{"role":"user","content":`...)
 	if parts == 1 && soleText != "" {
 		dst = append(dst, soleText...)
-		return append(dst, '}'), nil
+		return append(dst, '}'), split, nil
 	}
 	dst = append(dst, '[')
-	var err *Error
 	// Images from tool results first: they belong to the calls just answered.
 	for i := range blocks {
 		if blocks[i].typ != "tool_result" {
@@ -455,7 +472,7 @@ func userToChat(dst []byte, content string, p *loc, est *tally) ([]byte, *Error)
 				bcp := bp.member("content")
 				ip := bcp.elem(j)
 				if dst, err = appendImagePart(dst, cb, &ip, est); err != nil {
-					return dst, err
+					return dst, 0, err
 				}
 			}
 		}
@@ -478,10 +495,10 @@ func userToChat(dst []byte, content string, p *loc, est *tally) ([]byte, *Error)
 			dst, err = appendDocumentPart(dst, b.raw, &bp, est)
 		}
 		if err != nil {
-			return dst, err
+			return dst, 0, err
 		}
 	}
-	return append(dst, `]}`...), nil
+	return append(dst, `]}`...), split, nil
 }
 
 // errorPrefix starts the tool message of a tool_result with is_error: true.
@@ -663,13 +680,13 @@ func appendDocumentPart(dst []byte, b string, p *loc, est *tally) ([]byte, *Erro
 // blocks as tool_calls and, on a turn that calls tools, its thinking as
 // reasoning_content (reasoning templates need it to continue after the
 // results come back).
-func assistantToChat(dst []byte, content string, p *loc, est *tally) ([]byte, *Error) {
+func assistantToChat(dst []byte, content string, p *loc, est *tally) ([]byte, bool, *Error) {
 	if isStr(content) {
 		est.text(content)
 		dst = sep(dst)
 		dst = append(dst, `{"role":"assistant","content":`...)
 		dst = append(dst, content...)
-		return append(dst, '}'), nil
+		return append(dst, '}'), false, nil
 	}
 	// The blocks are read once and written in three passes (text, thinking,
 	// tool calls); a turn's first eight stay on the stack.
@@ -683,12 +700,12 @@ func assistantToChat(dst []byte, content string, p *loc, est *tally) ([]byte, *E
 		bp := cp.elem(i)
 		b, err := readBlock(&c, &bp)
 		if err != nil {
-			return dst, err
+			return dst, false, err
 		}
 		switch b.typ {
 		case "text":
 			if !isStr(b.text) {
-				return dst, bp.bad(".text: must be a string")
+				return dst, false, bp.bad(".text: must be a string")
 			}
 			est.text(b.text)
 			if !emptyStr(b.text) {
@@ -701,21 +718,21 @@ func assistantToChat(dst []byte, content string, p *loc, est *tally) ([]byte, *E
 		case "redacted_thinking":
 		case "tool_use":
 			if !isStr(b.id) || !isStr(b.name) {
-				return dst, bp.bad(": tool_use needs id and name strings")
+				return dst, false, bp.bad(": tool_use needs id and name strings")
 			}
 			if !isObj(b.input) && !isNull(b.input) {
-				return dst, bp.bad(".input: must be an object")
+				return dst, false, bp.bad(".input: must be an object")
 			}
 			est.n += tokensPerCall + jsonTokens(b.input)
 			est.text(b.name)
 			tools++
 		default:
-			return dst, unsupportedBlock(&bp, b.typ)
+			return dst, false, unsupportedBlock(&bp, b.typ)
 		}
 		blocks = append(blocks, b)
 	}
 	if texts == 0 && tools == 0 {
-		return dst, nil
+		return dst, false, nil
 	}
 	dst = sep(dst)
 	dst = append(dst, `{"role":"assistant","content":"`...)
@@ -727,7 +744,7 @@ func assistantToChat(dst []byte, content string, p *loc, est *tally) ([]byte, *E
 	}
 	dst = append(dst, '"')
 	if tools == 0 {
-		return append(dst, '}'), nil
+		return append(dst, '}'), false, nil
 	}
 	if thinks > 0 {
 		dst = append(dst, `,"reasoning_content":"`...)
@@ -758,7 +775,7 @@ func assistantToChat(dst []byte, content string, p *loc, est *tally) ([]byte, *E
 		}
 		dst = append(dst, `}}`...)
 	}
-	return append(dst, `]}`...), nil
+	return append(dst, `]}`...), true, nil
 }
 
 // appendToolsChat writes tool definitions and tool_choice, and adds the

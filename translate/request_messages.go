@@ -4,13 +4,13 @@ package translate
 
 func chatToMessages(dst []byte, s string, cfg *Config) ([]byte, Request, *Error) {
 	var (
-		messages, stop, topK, user, tools, toolChoice string
-		c                                             commonMembers
-		maxTokens                                     int64
-		noParallel                                    bool
-		req                                           Request
-		r                                             reasoning
-		err                                           *Error
+		messages, stop, topK, user, tools, toolChoice, schema string
+		c                                                     commonMembers
+		maxTokens                                             int64
+		noParallel                                            bool
+		req                                                   Request
+		r                                                     reasoning
+		err                                                   *Error
 	)
 	top := cursor{s: s}
 	top.obj()
@@ -63,6 +63,8 @@ func chatToMessages(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 			toolChoice = v
 		case "parallel_tool_calls": // a boolean (validated)
 			noParallel = v == "false"
+		case "response_format": // an object with a type string (validated)
+			schema, err = responseFormatMessages(v)
 		default:
 			err = uncarried(Chat, k, v)
 		}
@@ -131,6 +133,14 @@ func chatToMessages(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 	if dst, err = appendToolsMessages(dst, tools, toolChoice, noParallel); err != nil {
 		return dst, req, err
 	}
+	if schema != "" {
+		// Structured outputs: the messages API's output_config.format
+		// (anthropic-sdk-go's JSONOutputFormatParam: type and schema; it has
+		// no name, and is always strict).
+		dst = append(dst, `,"output_config":{"format":{"type":"json_schema","schema":`...)
+		dst = append(dst, schema...)
+		dst = append(dst, `}}`...)
+	}
 	if noTurns {
 		// messages: [] (no messages, or only system ones) is refused by a
 		// messages upstream; say what is missing, after the members'
@@ -139,6 +149,25 @@ func chatToMessages(dst []byte, s string, cfg *Config) ([]byte, Request, *Error)
 	}
 	dst = r.appendReasoning(dst, cfg, false)
 	return append(dst, '}'), req, nil
+}
+
+// responseFormatMessages reads response_format for a messages upstream and
+// returns the JSON schema it asks for ("" for plain text). A json_schema
+// format is carried as output_config.format; json_object, which asks for
+// any JSON object, has no counterpart there (a schema must be given) and
+// is refused by the field rule, as are other types.
+func responseFormatMessages(v string) (string, *Error) {
+	if isNull(v) || isTextFormat(v) {
+		return "", nil
+	}
+	if !strEq(field(v, "type"), "json_schema") {
+		return "", uncarried(Chat, "response_format", v)
+	}
+	sc := field(field(v, "json_schema"), "schema")
+	if !isObj(sc) {
+		return "", badRequest("response_format.json_schema.schema: must be a JSON schema object; this model's upstream needs the schema to enforce it")
+	}
+	return sc, nil
 }
 
 // noTurnsMsg says what a conversation without a user or assistant turn lacks.
@@ -208,13 +237,20 @@ func appendSystemMessages(dst []byte, sys []systemMessage) ([]byte, *Error) {
 }
 
 // turns merges consecutive blocks of one role into one turn, since tool
-// messages and a following user message make one user turn.
+// messages and a following user message make one user turn. In a user turn
+// the tool_result blocks come first, as the messages API requires: a user
+// message between the calls and their tool messages (Codex's approval flow,
+// through the Responses translation or a chat client) is held after them
+// (toolorder.go).
 type turns struct {
 	dst  []byte
 	role string
+	h    held // a user turn's blocks other than tool results
 }
 
-func (t *turns) block(role string) {
+// open readies dst for a block of role: a new turn when the role changes,
+// else a separator.
+func (t *turns) open(role string) {
 	if t.role != role {
 		if t.role != "" {
 			t.dst = append(t.dst, `]}`...)
@@ -224,8 +260,18 @@ func (t *turns) block(role string) {
 		t.dst = append(t.dst, role...)
 		t.dst = append(t.dst, `","content":[`...)
 		t.role = role
+		t.h = held{on: role == "user"}
 	}
 	t.dst = sep(t.dst)
+}
+
+// block readies dst for a block of role that is not a tool result; the
+// caller appends it.
+func (t *turns) block(role string) {
+	t.open(role)
+	if t.h.on && t.h.at == 0 {
+		t.h.at = len(t.dst)
+	}
 }
 
 func (t *turns) close() []byte {
@@ -469,7 +515,8 @@ func toolToMessages(t *turns, m, content string, p *loc) *Error {
 	if !isStr(id) {
 		return p.bad(".tool_call_id: must be a string")
 	}
-	t.block("user")
+	mark := len(t.dst)
+	t.open("user")
 	t.dst = append(t.dst, `{"type":"tool_result","tool_use_id":`...)
 	t.dst = appendCleanID(t.dst, id)
 	t.dst = append(t.dst, `,"content":`...)
@@ -499,6 +546,7 @@ func toolToMessages(t *turns, m, content string, p *loc) *Error {
 		t.dst = append(t.dst, '"')
 	}
 	t.dst = append(t.dst, '}')
+	t.h.results(t.dst, mark)
 	return nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 type requestCase struct {
@@ -31,8 +33,33 @@ func requestCases() []requestCase {
 		{name: "chat_pass.openai", file: "chat_pass", client: Chat, cfg: Config{Upstream: Chat}, want: Request{Stream: true}},
 		{name: "chat_pass_on", client: Chat, cfg: Config{Upstream: Chat}, want: Request{Reasoning: true}},
 		{name: "messages_pass", client: Messages, cfg: Config{Upstream: Messages}, want: Request{Stream: true, Reasoning: true}},
+		// Issue 31 point 3: a user message between tool calls and their
+		// results. Codex's approval flow as issue 31 describes it (function_call,
+		// a user message, function_call_output, another user message), in
+		// the items Codex 0.169.0 writes (testdata/clients): the tool
+		// message follows the assistant's (chat), the tool_result leads the
+		// user turn (messages).
+		{name: "responses_codex_approval.chat", file: "responses_codex_approval", client: Responses, cfg: Config{Upstream: Chat},
+			want: Request{Stream: true, IncludeUsage: true, resp: respOptions{noParallel: true, tools: codexApprovalTools}}},
+		{name: "responses_codex_approval.messages", file: "responses_codex_approval", client: Responses, cfg: Config{Upstream: Messages},
+			want: Request{Stream: true, IncludeUsage: true, resp: respOptions{noParallel: true, tools: codexApprovalTools}}},
+		// The same pattern from a chat client, with two calls answered on
+		// either side of user messages.
+		{name: "chat_tool_approval", client: Chat, cfg: Config{Upstream: Messages}},
+		// From a messages client: [text, tool_result, text, tool_result]
+		// after a separate user message, to a chat upstream.
+		{name: "messages_tool_result_mid", client: Messages, cfg: Config{Upstream: Chat}},
+		// Issue 31 point 8: a JSON schema response format to a messages
+		// upstream becomes output_config.format (OpenAI's structured
+		// outputs example: calendar_event).
+		{name: "chat_json_schema", client: Chat, cfg: Config{Upstream: Messages}},
+		{name: "responses_json_schema", client: Responses, cfg: Config{Upstream: Messages}, want: Request{IncludeUsage: true}},
 	}
 }
+
+// codexApprovalTools is the tools array of responses_codex_approval.in.json,
+// compacted, as the response object echoes it.
+const codexApprovalTools = `[{"type":"function","name":"exec_command","description":"Runs a command.","strict":false,"parameters":{"type":"object","properties":{"cmd":{"type":"string"}},"required":["cmd"]}}]`
 
 func TestRequestFixtures(t *testing.T) {
 	for _, c := range requestCases() {
@@ -350,4 +377,24 @@ func TestAssistantTextsAndToolErrorsToChat(t *testing.T) {
 	wantEq(t, "assistant content", out.Get("messages.1.content").String(), "pre\npost")
 	wantEq(t, "string result", out.Get("messages.2.content").String(), "Error: file not found")
 	wantEq(t, "blocks result", out.Get("messages.3.content").String(), "Error: exit 1\nno such file")
+}
+
+// Issue 31 point 8: structured output to a messages upstream. A JSON schema
+// is carried as output_config.format; json_object (any object) has no
+// counterpart there and is refused saying what to send.
+func TestStructuredOutputToMessages(t *testing.T) {
+	cfg := Config{Upstream: Messages}
+	base := `"model":"m","messages":[{"role":"user","content":"x"}]`
+	out, _, err := TranslateRequest(Chat, []byte(`{`+base+`,"response_format":{"type":"json_schema","json_schema":{"name":"o","schema":{"type":"object"}}}}`), &cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEq(t, "output_config", gjson.GetBytes(out, "output_config").Raw, `{"format":{"type":"json_schema","schema":{"type":"object"}}}`)
+	mustRefuse(t, Chat, `{`+base+`,"response_format":{"type":"json_object"}}`, cfg, "response_format: this model's upstream can enforce only a JSON schema")
+	mustRefuse(t, Chat, `{`+base+`,"response_format":{"type":"json_schema","json_schema":{"name":"o"}}}`, cfg, "response_format.json_schema.schema: must be a JSON schema object")
+	out, _, err = TranslateRequest(Chat, []byte(`{`+base+`,"response_format":{"type":"text"}}`), &cfg, nil)
+	if err != nil || gjson.GetBytes(out, "output_config").Exists() {
+		t.Fatalf("text format: %v %s", err, out)
+	}
+	mustRefuse(t, Responses, `{"model":"m","input":"x","text":{"format":{"type":"json_object"}}}`, cfg, "text.format: this model's upstream can enforce only a JSON schema")
 }

@@ -115,6 +115,9 @@ func (a *answer) finalStop() stopReason {
 	if r == stopEnd && a.tools > 0 {
 		r = stopTool
 	}
+	if r == stopTool && a.tools == 0 {
+		r = stopEnd // no call to run (one without a name is dropped)
+	}
 	if r == stopEnd && a.refusal {
 		r = stopRefusal
 	}
@@ -169,14 +172,22 @@ func (r *chatMessageReader) finish(a *answer) string {
 	calls := r.calls
 	if ci, ok := arrIter(calls); ok {
 		for {
-			if _, ok := ci.elem(); !ok {
+			c, ok := ci.elem()
+			if !ok {
 				break
 			}
-			a.tools++
+			if _, name, _ := readChatCall(c); named(name) {
+				a.tools++
+			}
 		}
 	}
 	return calls
 }
+
+// named reports whether a tool call's name (a literal) names a tool. A call
+// without one is dropped on the way to a messages or Responses client: no
+// client can run it (dropTool).
+func named(name string) bool { return isStr(name) && !emptyStr(name) }
 
 func chatResponseToMessages(dst []byte, s string, prefilled bool) []byte {
 	var cc chatCompletion
@@ -215,15 +226,14 @@ func chatResponseToMessages(dst []byte, s string, prefilled bool) []byte {
 				break
 			}
 			idLit, name, args := readChatCall(c)
+			if !named(name) {
+				continue
+			}
 			dst = sep(dst)
 			dst = append(dst, `{"type":"tool_use","id":`...)
 			dst = appendToolID(dst, []byte(idLit), Messages)
 			dst = append(dst, `,"name":`...)
-			if isStr(name) {
-				dst = append(dst, name...)
-			} else {
-				dst = append(dst, `""`...)
-			}
+			dst = append(dst, name...)
 			dst = append(dst, `,"input":`...)
 			dst = appendArgsObject(dst, args)
 			dst = append(dst, '}')

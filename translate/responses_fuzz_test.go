@@ -12,6 +12,7 @@ import (
 func FuzzResponsesRequest(f *testing.F) {
 	f.Add(codexBody(f, "first"))
 	f.Add(codexBody(f, "tool-result"))
+	seedFiles(f, "requests/responses_*.in.json")
 	for _, s := range []string{
 		`{"model":"m","input":"hi"}`,
 		`{"model":"m","input":[{"type":"reasoning","summary":[],"encrypted_content":"tb1:XCI="},{"type":"function_call","call_id":"c","name":"f","namespace":"n","arguments":{}},{"type":"function_call_output","call_id":"c","output":[{"type":"input_image","image_url":"x"}]}]}`,

@@ -25,6 +25,13 @@ package translate
 //     store: false); previous_response_id, conversation, background and
 //     stored prompts need server state and are a 400 (the field rule,
 //     fields.go, has the Responses rows).
+//   - Messages between function calls and their outputs (Codex's approval
+//     flow) are moved after the outputs: both upstream formats want a call's
+//     result right after it (toolorder.go).
+//   - text.format json_schema reaches a messages upstream as
+//     output_config.format (through the chat translation); json_object,
+//     "any object", cannot be enforced there and is a 400.
+//   - The response object echoes the request's tools.
 
 import (
 	"encoding/base64"
@@ -45,7 +52,11 @@ type respOptions struct {
 	// namespaces lists the namespaces whose tools were flattened, each
 	// followed by a NUL (raw, as written in the request).
 	namespaces string
-	maxOutput  int64
+	// tools is the request's tools array (compacted), which the response
+	// object echoes as the Responses API does; "" when none was sent.
+	// Both strings share one allocation (keep).
+	tools     string
+	maxOutput int64
 	// effort and summary echo reasoning.effort and reasoning.summary
 	// (indexes into respEfforts and respSummaries; 0 is null).
 	effort, summary uint8
@@ -179,8 +190,10 @@ func responsesToChat(dst []byte, s string, cfg *Config, final bool) ([]byte, Req
 	if err != nil {
 		return dst, req, err
 	}
-	if format != "" && cfg.Upstream != Chat {
-		return dst, req, badRequest("text.format: this model's upstream cannot enforce a response format; describe the format in the prompt instead")
+	if format == jsonObjectFormat && cfg.Upstream != Chat {
+		// A messages upstream enforces a JSON schema (output_config.format,
+		// which the chat → messages translation writes), not "any object".
+		return dst, req, badRequest("text.format: this model's upstream can enforce only a JSON schema: send {type: json_schema, name, schema}, or describe the format in the prompt")
 	}
 	if err = r.resolve(); err != nil {
 		return dst, req, err
@@ -317,6 +330,9 @@ func (o *respOptions) readReasoning(v string, r *reasoning) *Error {
 	return nil
 }
 
+// jsonObjectFormat is the response_format of text.format {type: json_object}.
+const jsonObjectFormat = `{"type":"json_object"}`
+
 // readTextFormat reads text.format into a chat response_format ("" for plain
 // text). text.verbosity is a hint: dropped.
 func readTextFormat(v string) (string, *Error) {
@@ -337,7 +353,7 @@ func readTextFormat(v string) (string, *Error) {
 	case strEq(t, "text"):
 		return "", nil
 	case strEq(t, "json_object"):
-		return `{"type":"json_object"}`, nil
+		return jsonObjectFormat, nil
 	case strEq(t, "json_schema"):
 		if n := field(f, "name"); !isStr(n) || emptyStr(n) {
 			return "", badRequest("text.format.name: must be a non-empty string")
@@ -453,9 +469,7 @@ func (o *respOptions) appendTools(dst []byte, tools, choice string) ([]byte, *Er
 			return dst, p.bad(".type: must be a string")
 		}
 	}
-	if len(ns) > 0 {
-		o.namespaces = string(ns)
-	}
+	o.keep(ns, tools)
 	if n == 0 {
 		dst = dst[:mark]
 		if c.kind == tcRequired || c.kind == tcFunction {
@@ -489,6 +503,33 @@ func (o *respOptions) appendTools(dst []byte, tools, choice string) ([]byte, *Er
 		dst = append(dst, `"}}`...)
 	}
 	return dst, nil
+}
+
+// keep copies the namespace list and the tools array into o, in one
+// allocation: the answer is written after the request's bytes are gone.
+// The tools are compacted, since a stream's events are one line each.
+func (o *respOptions) keep(ns []byte, tools string) {
+	var b strings.Builder
+	b.Grow(len(ns) + len(tools))
+	b.Write(ns)
+	for i := 0; i < len(tools); {
+		switch c := tools[i]; {
+		case c == '"':
+			end := stringEnd(tools, i)
+			if end < 0 { // cannot happen in a validated body
+				end = len(tools)
+			}
+			b.WriteString(tools[i:end])
+			i = end
+		case isSpace(c):
+			i++
+		default:
+			b.WriteByte(c)
+			i++
+		}
+	}
+	k := b.String()
+	o.namespaces, o.tools = k[:len(ns)], k[len(ns):]
 }
 
 const (
@@ -682,6 +723,10 @@ type inputWriter struct {
 	runPos   int    // the offset in items of the run's first item
 	runN     int    // items in the run
 	runIndex int    // index of the run's first item
+	// h holds the messages after an assistant turn that calls tools, so
+	// that the outputs that come after them still follow the calls
+	// (Codex's approval flow: function_call, a user message, its output).
+	h held
 }
 
 // appendStringInput writes the chat messages for instructions and an input
@@ -807,14 +852,17 @@ func (w *inputWriter) walk(c *cursor, run []runItem) *Error {
 			} else {
 				w.dst = append(w.dst, `"}`...)
 			}
+			w.h.note(w.dst, mark)
 		case ikUser:
 			w.endLead()
 			if err = w.flush(run); err != nil {
 				return err
 			}
+			mark := len(w.dst)
 			if w.dst, err = appendUserChat(w.dst, content, &p); err != nil {
 				return err
 			}
+			w.h.note(w.dst, mark)
 		case ikAssistant, ikOutput:
 			w.endLead()
 			if w.run != kind {
@@ -857,8 +905,19 @@ func (w *inputWriter) flush(run []runItem) *Error {
 	var err *Error
 	if w.run == ikAssistant {
 		w.dst, err = appendAssistantRun(w.dst, run, w.runIndex)
+		w.h = held{}
+		for k := range run {
+			if strEq(run[k].typ, "function_call") {
+				w.h.on = true
+				break
+			}
+		}
 	} else {
+		mark := len(w.dst)
 		w.dst, err = appendOutputRun(w.dst, iter{s: w.items, i: w.runPos, end: ']'}, w.runN, w.runIndex)
+		if err == nil {
+			w.h.results(w.dst, mark)
+		}
 	}
 	w.run = 0
 	return err

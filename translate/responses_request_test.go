@@ -265,7 +265,9 @@ func TestResponsesRequestErrors(t *testing.T) {
 		{"bad role", `{"model":"m","input":[{"role":"tool","content":"x"}]}`, "input.0.role: must be user, assistant, system or developer", Chat},
 		{"call without id", `{"model":"m","input":[{"type":"function_call","name":"f","arguments":"{}"}]}`, "input.0.call_id", Chat},
 		{"file id", `{"model":"m","input":[{"role":"user","content":[{"type":"input_image","file_id":"file_1"}]}]}`, "input.0.content.0.file_id: uploaded files are not supported", Chat},
-		{"json schema to messages", `{"model":"m","input":"x","text":{"format":{"type":"json_schema","name":"o","schema":{}}}}`, "text.format: this model's upstream cannot enforce", Messages},
+		// A JSON schema is carried (output_config.format, issue 31); "any
+		// JSON object" cannot be enforced there.
+		{"json object to messages", `{"model":"m","input":"x","text":{"format":{"type":"json_object"}}}`, "text.format: this model's upstream can enforce only a JSON schema", Messages},
 		{"effort", `{"model":"m","input":"x","reasoning":{"effort":"extreme"}}`, "reasoning.effort: must be one of none, minimal, low, medium, high, xhigh", Chat},
 		{"temperature", `{"model":"m","input":"x","temperature":1.5}`, "temperature: must be between 0 and 1", Messages},
 		{"logprobs", `{"model":"m","input":"x","include":["message.output_text.logprobs"]}`, "include.0: log probabilities", Chat},

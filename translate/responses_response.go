@@ -85,6 +85,9 @@ func chatToResponses(dst []byte, s string, req *Request, prefilled bool) []byte 
 				break
 			}
 			idLit, name, args := readChatCall(c)
+			if !named(name) {
+				continue // a.tools does not count it either
+			}
 			switch {
 			case isStr(args):
 			case isObj(args): // some servers send the object itself
@@ -193,8 +196,16 @@ func appendRespTail(dst []byte, o *respOptions, stop stopReason, e *Error) []byt
 	dst = appendOptStr(dst, respEfforts[o.effort])
 	dst = append(dst, `,"summary":`...)
 	dst = appendOptStr(dst, respSummaries[o.summary])
-	// Nothing is stored, whatever the request said.
-	return append(dst, `},"store":false,"temperature":null,"top_p":null,"text":{"format":{"type":"text"}},"tool_choice":"auto","tools":[],"truncation":"disabled","metadata":{}`...)
+	// Nothing is stored, whatever the request said. The tools are the
+	// request's, as the Responses API echoes them (hosted ones included,
+	// although the model was not offered them).
+	dst = append(dst, `},"store":false,"temperature":null,"top_p":null,"text":{"format":{"type":"text"}},"tool_choice":"auto","tools":`...)
+	if o.tools != "" {
+		dst = append(dst, o.tools...)
+	} else {
+		dst = append(dst, "[]"...)
+	}
+	return append(dst, `,"truncation":"disabled","metadata":{}`...)
 }
 
 // respErrorCode is the Responses error code for an error: the upstream's

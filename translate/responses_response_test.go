@@ -2,7 +2,9 @@ package translate
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -196,5 +198,44 @@ func TestResponsesEncryptedRoundTrip(t *testing.T) {
 			path = "messages.1.content.0.thinking"
 		}
 		wantEq(t, up.String()+" reasoning restored", next.Get(path).String(), reasoning)
+	}
+}
+
+// Issue 31 point 7: the response object echoes the request's tools, as the
+// Responses API does, whole and streamed.
+func TestResponsesEchoTools(t *testing.T) {
+	body := codexBody(t, "tool-result")
+	_, req, err := TranslateRequest(Responses, body, &Config{Upstream: Chat}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := gjson.GetBytes(body, "tools")
+	check := func(what string, got gjson.Result) {
+		t.Helper()
+		var g, w any
+		if e := json.Unmarshal([]byte(got.Raw), &g); e != nil {
+			t.Fatalf("%s: tools %q: %v", what, got.Raw, e)
+		}
+		_ = json.Unmarshal([]byte(want.Raw), &w)
+		if !reflect.DeepEqual(g, w) || len(got.Array()) == 0 {
+			t.Errorf("%s: tools %s, want the request's %s", what, got.Raw, want.Raw)
+		}
+	}
+	out, terr := TranslateResponse(Responses, Chat, readFile(t, "testdata/responses/vllm_reasoning_tool.json"), req, &Config{Upstream: Chat}, nil)
+	if terr != nil {
+		t.Fatal(terr)
+	}
+	check("whole", gjson.GetBytes(out, "tools"))
+	req.Stream = true
+	r, evs := streamFinal(t, Chat, req, string(readFile(t, "testdata/streams/vllm_reasoning_tools.sse")))
+	check("response.completed", r.Get("tools"))
+	check("response.created", gjson.Get(evs[0].Data, "response.tools"))
+	// Pretty-printed in the request, one line in the stream's events.
+	pretty, _ := json.MarshalIndent(gjson.ParseBytes(body).Value(), "", "  ")
+	if _, req, err = TranslateRequest(Responses, pretty, &Config{Upstream: Chat}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(req.resp.tools, "\n\t") {
+		t.Errorf("tools not compacted: %.200s", req.resp.tools)
 	}
 }

@@ -46,6 +46,7 @@ type respItem struct {
 	text   []byte // escaped string content: the reasoning, the text or the arguments
 	head   []byte // a text delta event up to its delta, the same for each (respText)
 	callID []byte // raw literal
+	madeID bool   // callID was made up here: the upstream had sent none
 	name   []byte // escaped, as the upstream called it (flattened)
 	status string // set when done
 	jt     jsonTracker
@@ -65,6 +66,7 @@ type respStream struct {
 	added   int // items added so far
 	open    int // index in items of the open reasoning or message item, -1 none
 	live    int // index in items of the call streaming live, -1 none
+	dropped int // calls without a name, dropped (respPromote)
 	stop    stopReason
 	u       usage
 }
@@ -333,6 +335,7 @@ func (s *Stream) respAdded(i int) {
 			// No id from the upstream yet: the one made up here is the
 			// call's for the rest of the stream, in every event that names it.
 			it.callID = appendToolID(it.callID[:0], nil, Chat)
+			it.madeID = true
 		}
 		s.out = appendCallItem(s.out, x.base, it.out, it.callID, b2s(it.name), x.opts.namespaces, "", "in_progress")
 	}
@@ -444,20 +447,18 @@ func (s *Stream) respText(k respItemKind, lit string) {
 func (s *Stream) respCall(c string, pos int) {
 	x := s.rx
 	idx, id, name, args := readToolCallDelta(c)
-	key := pos
+	key, last := pos, true // without an index: the last call, unless it begins another
 	if n, ok := toInt(idx); ok && n >= 0 && n < 1<<20 {
-		key = int(n)
-	} else if !isStr(id) || emptyStr(id) {
-		key = -1 // a continuation: the last call
+		key, last = int(n), false
 	}
 	i := -1
 	for j := len(x.items) - 1; j >= 0; j-- {
-		if t := &x.items[j]; t.kind == riCall && (t.key == key || key == -1) {
+		if t := &x.items[j]; t.kind == riCall && (last || t.key == key) {
 			i = j
 			break
 		}
 	}
-	if i < 0 || (isStr(id) && !emptyStr(id) && len(x.items[i].callID) > 2 && b2s(x.items[i].callID) != id) {
+	if i < 0 || x.items[i].otherCall(id, name) {
 		// A new call: the text before it ends.
 		if x.open >= 0 {
 			s.respCloseItem(x.open, "completed")
@@ -470,9 +471,6 @@ func (s *Stream) respCall(c string, pos int) {
 		}
 		if isStr(name) {
 			t.name = append(t.name, inner(name)...)
-		}
-		if x.live < 0 {
-			s.respGoLive(i)
 		}
 	} else if t := &x.items[i]; t.state == callPending {
 		if len(t.callID) <= 2 && isStr(id) {
@@ -489,6 +487,30 @@ func (s *Stream) respCall(c string, pos int) {
 		x.scratch = appendStr(x.scratch[:0], args)
 		s.respArgs(i, string(x.scratch))
 	}
+	s.respPromote("completed", false) // a held call may be ready now
+}
+
+// otherCall reports whether a tool_calls element with id and name (raw),
+// found under the key of call t, begins another call: some servers number
+// every call 0. A call whose id was made up here takes a late id, unless
+// the element also names a tool after t had its name and arguments.
+func (t *respItem) otherCall(id, name string) bool {
+	switch {
+	case !isStr(id) || emptyStr(id):
+		return false
+	case len(t.callID) <= 2: // its id, late, unless it names another tool
+		return isStr(name) && !emptyStr(name) && len(t.name) > 0 && inner(name) != b2s(t.name)
+	case t.madeID:
+		return isStr(name) && !emptyStr(name) && len(t.name) > 0 && len(t.text) > 0
+	}
+	return b2s(t.callID) != id
+}
+
+// ready reports whether a held call can be added: it has a name, and its
+// id or argument text (an id that has not come by then is made up, and is
+// the call's for good).
+func (t *respItem) ready() bool {
+	return len(t.name) > 0 && (len(t.callID) > 2 || len(t.text) > 0)
 }
 
 // respArgs takes a fragment of a call's arguments (a string literal).
@@ -531,14 +553,25 @@ func (s *Stream) respGoLive(i int) {
 	}
 }
 
-// respPromote sends the held calls, in order, as far as they are complete;
-// all reports that the answer is over, so every call is closed.
+// respPromote sends the held calls that are ready, in order, as far as
+// they are complete; all reports that the answer is over, so every call is
+// closed, and one still without a name is dropped (no client can run it;
+// see dropTool).
 func (s *Stream) respPromote(status string, all bool) {
 	x := s.rx
 	for x.live < 0 {
 		next := -1
 		for j := range x.items {
-			if x.items[j].kind == riCall && x.items[j].state == callPending {
+			it := &x.items[j]
+			if it.kind != riCall || it.state != callPending {
+				continue
+			}
+			if all && len(it.name) == 0 {
+				it.state = callDone // never added: not in the output
+				x.dropped++
+				continue
+			}
+			if all || it.ready() {
 				next = j
 				break
 			}

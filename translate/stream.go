@@ -44,6 +44,7 @@ type Stream struct {
 	stopSeq                    []byte // raw literal
 	refusal                    bool
 	toolCount                  int
+	dropped                    int // tool calls without a name, dropped (dropTool)
 	tools                      []toolState
 	live                       int // index in tools of the tool streamed live (messages client), -1 none
 	m                          msgState
@@ -440,6 +441,9 @@ func (s *Stream) finalStop() stopReason {
 	}
 	if r == stopEnd && s.toolCount > 0 {
 		r = stopTool
+	}
+	if r == stopTool && s.toolCount == 0 && s.dropped > 0 {
+		r = stopEnd // its only calls were dropped: nothing to run
 	}
 	if r == stopEnd && s.refusal {
 		r = stopRefusal

@@ -77,11 +77,18 @@ func (s *Stream) chatToolCall(c string, pos int) {
 	if n, ok := toInt(idx); ok && n >= 0 && n < 1<<20 {
 		key = int(n)
 	} else if isStr(id) && !emptyStr(id) {
-		// No index (some servers): a new id is a new call.
+		// No index (some servers): a new id is a new call, unless the
+		// last call came without one and this names no other tool: then
+		// it is that call's id, late.
 		key = len(s.tools)
 		for i := range s.tools {
 			if b2s(s.tools[i].id) == id {
 				key = s.tools[i].key
+			}
+		}
+		if n := len(s.tools); key == n && n > 0 {
+			if t := &s.tools[n-1]; len(t.id) <= 2 && (!isStr(name) || emptyStr(name) || len(t.name) <= 2 || name == b2s(t.name)) {
+				key = t.key
 			}
 		}
 	} else if len(s.tools) > 0 {

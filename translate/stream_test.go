@@ -41,6 +41,15 @@ func streamCases() []streamCase {
 		// message_delta repeating the input and cache counts as zeros, as
 		// reported in issue 31 (message_start 471, message_delta 0).
 		{name: "messages_usage_zero_delta", req: Request{Stream: true, IncludeUsage: true}},
+		// A chat upstream that sends a call's id after its first chunk,
+		// made after the DeepSeek and vLLM streams of issue 31 (point 6):
+		// the client gets the model's id, not a made-up one.
+		{name: "chat_tool_late_id", req: Request{Stream: true, IncludeUsage: true}},
+		// Issue 31 point 6's other cases in one stream: calls that arrive
+		// with indexes out of order (1 before 0), their ids and one name
+		// after their first chunk, and a call whose name never comes
+		// (dropped: no client can run it).
+		{name: "chat_tool_out_of_order", req: Request{Stream: true, IncludeUsage: true}},
 	}
 	for i := range cs {
 		if cs[i].file == "" {
@@ -313,4 +322,54 @@ func TestStreamMessageDeltaZeroUsage(t *testing.T) {
 	more := strings.Replace(string(in), `"usage":{"input_tokens":0`, `"usage":{"input_tokens":500`, 1)
 	evs = parseSSE(t, runStream(Chat, &c, []byte(more), whole))
 	wantEq(t, "replaced prompt_tokens", gjson.Get(evs[len(evs)-2].Data, "usage.prompt_tokens").Int(), int64(500+30+2048))
+}
+
+// Issue 31 point 6, the cases the fixtures do not show: a turn whose only
+// call has no name ends as a turn without calls, and says it dropped one;
+// a server without indexes that sends the id late keeps one call.
+func TestStreamToolIDsAndNames(t *testing.T) {
+	chunk := func(delta string) string {
+		return `data: {"id":"chatcmpl-n","model":"m","choices":[{"index":0,"delta":` + delta + `,"finish_reason":null}]}` + "\n\n"
+	}
+	end := `data: {"id":"chatcmpl-n","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}` + "\n\ndata: [DONE]\n\n"
+	nameless := chunk(`{"role":"assistant","content":"Let me see."}`) +
+		chunk(`{"tool_calls":[{"index":0,"id":"call_x","type":"function","function":{"name":"","arguments":"{\"a\":1}"}}]}`) + end
+	c := streamCase{cfg: Config{Upstream: Chat}, req: Request{Stream: true}}
+	s := NewStream(Messages, Chat, c.req, &c.cfg)
+	out := s.Close(s.Write(nil, []byte(nameless)))
+	if strings.Contains(string(out), "tool_use\",\"id") || !strings.Contains(string(out), `"stop_reason":"end_turn"`) {
+		t.Errorf("nameless call reached the client or the turn still says tool_use:\n%s", out)
+	}
+	wantEq(t, "DroppedCalls", s.DroppedCalls(), 1)
+	r, _ := streamFinal(t, Chat, Request{Stream: true}, nameless)
+	wantEq(t, "responses output", r.Get("output.#.type").Raw, `["message"]`)
+	rs := NewStream(Responses, Chat, Request{Stream: true}, &c.cfg)
+	rs.Close(rs.Write(nil, []byte(nameless)))
+	wantEq(t, "responses DroppedCalls", rs.DroppedCalls(), 1)
+
+	// No index: the first chunk has the name, the next the id and the
+	// arguments. One call, the model's id.
+	noIndex := chunk(`{"role":"assistant","content":null}`) +
+		chunk(`{"tool_calls":[{"type":"function","function":{"name":"get_time","arguments":""}}]}`) +
+		chunk(`{"tool_calls":[{"id":"call_late","function":{"arguments":"{\"tz\":\"UTC\"}"}}]}`) + end
+	var starts []string
+	for _, e := range parseSSE(t, runStream(Messages, &c, []byte(noIndex), whole)) {
+		if b := gjson.Get(e.Data, "content_block"); b.Get("type").String() == "tool_use" {
+			starts = append(starts, b.Get("id").String()+" "+b.Get("name").String())
+		}
+	}
+	wantEq(t, "tool_use blocks", strings.Join(starts, ", "), "call_late get_time")
+	r, _ = streamFinal(t, Chat, Request{Stream: true}, noIndex)
+	wantEq(t, "responses calls", r.Get(`output.#(type=="function_call")#.call_id`).Raw, `["call_late"]`)
+
+	// An id that never comes is made up once, and kept.
+	noID := strings.ReplaceAll(noIndex, `"id":"call_late",`, "")
+	evs := parseSSE(t, runStream(Messages, &c, []byte(noID), whole))
+	n := 0
+	for _, e := range evs {
+		if id := gjson.Get(e.Data, "content_block.id").String(); strings.HasPrefix(id, "toolu_") {
+			n++
+		}
+	}
+	wantEq(t, "made-up ids", n, 1)
 }

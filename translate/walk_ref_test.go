@@ -802,9 +802,11 @@ func oldMessagesToChat(dst []byte, s string, cfg *Config) ([]byte, Request, *Err
 	if est.n > tokensReply {
 		est.n += tokensPerMessage
 	}
+	msgsAt := len(dst)
 	if dst, err = oldAppendMessagesChat(dst, messages, &est); err != nil {
 		return dst, req, err
 	}
+	refChatToolOrder(dst, msgsAt) // since issue 31
 	dst = append(dst, `],"max_tokens":`...)
 	dst = appendInt(dst, maxTokens)
 	if req.Stream {
@@ -1527,13 +1529,13 @@ func oldAppendToolChat(dst []byte, t string, i int) ([]byte, *Error) {
 
 func oldChatToMessages(dst []byte, s string, cfg *Config) ([]byte, Request, *Error) {
 	var (
-		messages, stop, topK, user, tools, toolChoice string
-		c                                             commonMembers
-		maxTokens                                     int64
-		noParallel                                    bool
-		req                                           Request
-		r                                             reasoning
-		err                                           *Error
+		messages, stop, topK, user, tools, toolChoice, schema string
+		c                                                     commonMembers
+		maxTokens                                             int64
+		noParallel                                            bool
+		req                                                   Request
+		r                                                     reasoning
+		err                                                   *Error
 	)
 	it, _ := objIter(s)
 	for {
@@ -1584,6 +1586,8 @@ func oldChatToMessages(dst []byte, s string, cfg *Config) ([]byte, Request, *Err
 			toolChoice = v
 		case "parallel_tool_calls":
 			noParallel = v == "false"
+		case "response_format": // since issue 31
+			schema, err = responseFormatMessages(v)
 		default:
 			err = uncarried(Chat, k, v)
 		}
@@ -1618,6 +1622,7 @@ func oldChatToMessages(dst []byte, s string, cfg *Config) ([]byte, Request, *Err
 		return dst, req, err
 	}
 	noTurns := len(dst) == turnsAt
+	refMessagesToolOrder(dst, turnsAt) // since issue 31
 	dst = append(dst, ']')
 	if dst, err = oldAppendSystemMessages(dst, sys); err != nil {
 		return dst, req, err
@@ -1651,6 +1656,11 @@ func oldChatToMessages(dst []byte, s string, cfg *Config) ([]byte, Request, *Err
 	}
 	if dst, err = oldAppendToolsMessages(dst, tools, toolChoice, noParallel); err != nil {
 		return dst, req, err
+	}
+	if schema != "" { // since issue 31
+		dst = append(dst, `,"output_config":{"format":{"type":"json_schema","schema":`...)
+		dst = append(dst, schema...)
+		dst = append(dst, `}}`...)
 	}
 	if noTurns { // since issue 31
 		return dst, req, badRequest("messages: at least one user message is required; a system prompt alone cannot be answered")

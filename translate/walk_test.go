@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -121,5 +122,72 @@ func TestWalkHistory(t *testing.T) {
 				checkWalk(t, client, &fuzzConfigs[i], history(client, n))
 			}
 		}
+	}
+}
+
+// The references for the order of tool results (issue 31), written apart
+// from toolorder.go: a pass over the finished messages. dst[from:] is the
+// inside of the messages array; the elements are reordered in place (the
+// length stays).
+
+// refChatToolOrder: after an assistant message with tool_calls, up to the
+// next assistant message, the tool messages come first, the others after
+// them, each in their order.
+func refChatToolOrder(dst []byte, from int) {
+	if from < len(dst) && dst[from] == ',' { // after the system message
+		from++
+	}
+	msgs := elems("[" + string(dst[from:]) + "]")
+	var out []string
+	for i := 0; i < len(msgs); {
+		out = append(out, msgs[i])
+		role := field(msgs[i], "role")
+		i++
+		if !strEq(role, "assistant") || !isArr(field(msgs[i-1], "tool_calls")) {
+			continue
+		}
+		var tools, rest []string
+		for ; i < len(msgs) && !strEq(field(msgs[i], "role"), "assistant"); i++ {
+			if strEq(field(msgs[i], "role"), "tool") {
+				tools = append(tools, msgs[i])
+			} else {
+				rest = append(rest, msgs[i])
+			}
+		}
+		out = append(append(out, tools...), rest...)
+	}
+	copy(dst[from:], strings.Join(out, ","))
+}
+
+// refMessagesToolOrder: in each user turn the tool_result blocks come
+// first, the others after them, each in their order.
+func refMessagesToolOrder(dst []byte, from int) {
+	turns := elems("[" + string(dst[from:]) + "]")
+	for i, t := range turns {
+		if !strEq(field(t, "role"), "user") {
+			continue
+		}
+		var results, rest []string
+		for _, b := range elems(field(t, "content")) {
+			if strEq(field(b, "type"), "tool_result") {
+				results = append(results, b)
+			} else {
+				rest = append(rest, b)
+			}
+		}
+		turns[i] = `{"role":"user","content":[` + strings.Join(append(results, rest...), ",") + `]}`
+	}
+	copy(dst[from:], strings.Join(turns, ","))
+}
+
+func elems(arr string) []string {
+	var l []string
+	it, _ := arrIter(arr)
+	for {
+		e, ok := it.elem()
+		if !ok {
+			return l
+		}
+		l = append(l, e)
 	}
 }

@@ -3,8 +3,9 @@ package e2e_test
 // End-to-end tests of the issue 31 fixes, through the real caddy binary: a
 // messages upstream's argument-less tool calls and message_delta zeros
 // reaching chat and Responses clients, a system-only chat request answered
-// without the upstream, and Claude Code's billing header kept from a chat
-// upstream.
+// without the upstream, Claude Code's billing header kept from a chat
+// upstream, and tool results moved next to their calls (Codex's approval
+// flow) for both upstreams.
 
 import (
 	"io"
@@ -40,6 +41,12 @@ const issue31Caddyfile = `
 		}
 		reverse_proxy %UPSTREAM%
 	}
+	handle /order/* {
+		timeblock_translate messages {
+			path /order/v1/messages
+		}
+		reverse_proxy %UPSTREAM%
+	}
 	handle /cc/* {
 		timeblock_translate chat {
 			path /cc/v1/chat/completions
@@ -61,12 +68,14 @@ type issue31Upstream struct {
 var issue31Scripts = map[string]string{
 	"noargs": "anthropic_tool_noargs",
 	"zero":   "messages_usage_zero_delta",
+	"order":  "messages_usage_zero_delta", // any answer: the request is what counts
 }
 
 // The unstreamed counterparts of the scripts.
 var issue31Messages = map[string]string{
 	"noargs": `{"id":"msg_01HvN2kq8cJ3bL5xT9wYzRaE","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Let me check the time."},{"type":"tool_use","id":"toolu_01Q2mZ8vEw4rT6yU1iO3pA5s","name":"get_time","input":{}},{"type":"tool_use","id":"toolu_01B7nX3cV9mK2lJ4hG6fD8sA","name":"list_files","input":{}}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":388,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":52}}`,
 	"zero":   `{"id":"msg_01Lr5tY8uI2oP4aS6dF8gH0j","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Hello there."}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":471,"cache_creation_input_tokens":30,"cache_read_input_tokens":2048,"output_tokens":7}}`,
+	"order":  `{"id":"msg_01Lr5tY8uI2oP4aS6dF8gH0j","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Hello there."}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":471,"cache_creation_input_tokens":30,"cache_read_input_tokens":2048,"output_tokens":7}}`,
 }
 
 func (u *issue31Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -244,6 +253,53 @@ func TestTranslateIssue31(t *testing.T) {
 			t.Errorf("the chat upstream got system %.300s", sys.Raw)
 		}
 	})
+}
+
+// TestTranslateIssue31ToolOrder: 3, Codex's approval flow (function_call,
+// a user message, function_call_output, another user message) sent as
+// Codex sends it: the chat upstream gets the tool message right after the
+// assistant's tool_calls, the messages upstream the tool_result first in
+// its user turn.
+func TestTranslateIssue31ToolOrder(t *testing.T) {
+	up := &issue31Upstream{requests: map[string][]string{}}
+	srv := httptest.NewServer(up)
+	t.Cleanup(srv.Close)
+	c := e2e.Start(t, strings.ReplaceAll(issue31Caddyfile, "%UPSTREAM%", srv.Listener.Addr().String()))
+	body, err := os.ReadFile("../../translate/testdata/requests/responses_codex_approval.in.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, site := range []string{"cc", "order"} {
+		req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, c.URL()+"/"+site+"/v1/responses", strings.NewReader(string(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || !strings.Contains(string(out), "response.completed") {
+			t.Fatalf("%s: %d %s", site, res.StatusCode, out)
+		}
+		reqs := up.received(site)
+		if len(reqs) != 1 {
+			t.Fatalf("%s: the upstream got %d requests", site, len(reqs))
+		}
+		got := gjson.Get(reqs[0], "messages")
+		if site == "cc" {
+			roles := got.Get("#.role").Raw
+			if roles != `["system","user","assistant","tool","user","user"]` || got.Get("3.tool_call_id").Str != "call_1" {
+				t.Errorf("chat upstream got roles %s: %s", roles, got.Raw)
+			}
+			continue
+		}
+		if turn := got.Get("2.content.#.type").Raw; turn != `["tool_result","text","text"]` {
+			t.Errorf("messages upstream got the user turn %s: %s", turn, got.Raw)
+		}
+	}
 }
 
 // claudeCodeFirst is a first request captured from Claude Code (its system
