@@ -77,6 +77,11 @@ var fieldRules = [...]fieldRule{
 	{client: Messages, name: "inference_geo", action: fieldHint},
 	{client: Messages, name: "speed", action: fieldHint},
 	{client: Messages, name: "diagnostics", action: fieldHint},
+	// Claude Code's auto mode (interactive sessions, the first request of
+	// a turn) asks Anthropic's API to screen the tool calls it returns
+	// (type dangerous_tool_use); no model server screens them. Claude Code's
+	// own permission rules still apply to every call.
+	{client: Messages, name: "safeguards", action: fieldHint},
 	{client: Messages, name: "thinking.display", action: fieldHint}, // reasoning is returned in full
 	{client: Messages, name: "output_config.format", action: fieldRefuse, // json_schema is carried
 		fix: "only {type: json_schema, schema} can be enforced on this model's upstream; describe other formats in the prompt"},

@@ -317,6 +317,7 @@ type block struct {
 	raw, typ                            string // typ: the type, unquoted
 	text, thinking, id, name, input     string
 	toolUseID, content, isError, source string
+	toolName                            string // a tool_reference's
 }
 
 // readBlock reads the content block at c, the element at p, and moves c
@@ -355,6 +356,8 @@ func readBlock(c *cursor, p *loc) (block, *Error) {
 			dst = &bl.isError
 		case "source":
 			dst = &bl.source
+		case "tool_name":
+			dst = &bl.toolName
 		default:
 			continue
 		}
@@ -453,7 +456,8 @@ func userToChat(dst []byte, content string, p *loc, est *tally) (out []byte, spl
 		return append(dst, '}'), split, nil
 	}
 	dst = append(dst, '[')
-	// Images from tool results first: they belong to the calls just answered.
+	// Images and files from tool results first: they belong to the calls
+	// just answered.
 	for i := range blocks {
 		if blocks[i].typ != "tool_result" {
 			continue
@@ -467,13 +471,20 @@ func userToChat(dst []byte, content string, p *loc, est *tally) (out []byte, spl
 			if !ok {
 				break
 			}
-			if strEq(field(cb, "type"), "image") {
+			switch t := field(cb, "type"); {
+			case strEq(t, "image"):
 				bp := cp.elem(i)
 				bcp := bp.member("content")
 				ip := bcp.elem(j)
-				if dst, err = appendImagePart(dst, cb, &ip, est); err != nil {
-					return dst, 0, err
-				}
+				dst, err = appendImagePart(dst, cb, &ip, est)
+			case strEq(t, "document") && isAttachedDocument(cb):
+				bp := cp.elem(i)
+				bcp := bp.member("content")
+				ip := bcp.elem(j)
+				dst, err = appendDocumentPart(dst, cb, &ip, est)
+			}
+			if err != nil {
+				return dst, 0, err
 			}
 		}
 	}
@@ -504,9 +515,21 @@ func userToChat(dst []byte, content string, p *loc, est *tally) (out []byte, spl
 // errorPrefix starts the tool message of a tool_result with is_error: true.
 const errorPrefix = "Error: "
 
-// toolResultToChat writes one tool message and counts the images it leaves
-// for the following user message (their tokens are added to est when they
-// are written there).
+// isAttachedDocument reports whether a document block in a tool result
+// (validated: a source object with a type) goes to the user message that
+// follows the tool messages, as a file part (a PDF from Claude Code's Read);
+// a text document's text stays in the tool message.
+func isAttachedDocument(b string) bool {
+	return !strEq(field(field(b, "source"), "type"), "text")
+}
+
+// toolLoadedPrefix starts the line a tool_reference block (Claude Code's
+// ToolSearch result) becomes in a tool message.
+const toolLoadedPrefix = "Tool loaded: "
+
+// toolResultToChat writes one tool message and counts the images and files
+// it leaves for the following user message (their tokens are added to est
+// when they are written there).
 func toolResultToChat(dst []byte, b *block, p *loc, est *tally) ([]byte, int, *Error) {
 	id := b.toolUseID
 	if !isStr(id) {
@@ -542,7 +565,7 @@ func toolResultToChat(dst []byte, b *block, p *loc, est *tally) ([]byte, int, *E
 	if !it.arr() {
 		return dst, 0, p.bad(".content: must be a string or an array of content blocks")
 	}
-	images := 0
+	images, docs := 0, 0
 	first := true
 	dst = append(dst, '"')
 	if isErr {
@@ -565,20 +588,43 @@ func toolResultToChat(dst []byte, b *block, p *loc, est *tally) ([]byte, int, *E
 		case "image":
 			images++
 		case "document":
+			if isAttachedDocument(cb.raw) {
+				// Written after the tool messages (userToChat), where
+				// its source is checked.
+				docs++
+				break
+			}
 			data := field(cb.source, "data")
-			if !strEq(field(cb.source, "type"), "text") || !isStr(data) {
-				return dst, 0, cp.bad(": only text documents can be returned by a tool here")
+			if !isStr(data) {
+				return dst, 0, cp.bad(".source.data: must be a string")
 			}
 			est.text(data)
 			dst = appendJoinedInner(dst, data, `\n`, &first)
+		case "tool_reference":
+			// ToolSearch loaded a deferred tool. A chat upstream is
+			// offered every tool (defer_loading is dropped): say which.
+			if !isStr(cb.toolName) {
+				return dst, 0, cp.bad(".tool_name: must be a string")
+			}
+			est.n += jsonTokens(cb.raw) // as count_tokens counts a block it does not know
+			if !first {
+				dst = append(dst, `\n`...)
+			}
+			first = false
+			dst = append(dst, toolLoadedPrefix...)
+			dst = append(dst, inner(cb.toolName)...)
 		default:
 			return dst, 0, unsupportedBlock(&cp, cb.typ)
 		}
 	}
-	if first && images > 0 {
+	switch {
+	case !first:
+	case images > 0:
 		dst = append(dst, "(see the attached image)"...)
+	case docs > 0:
+		dst = append(dst, "(see the attached document)"...)
 	}
-	return append(dst, `"}`...), images, nil
+	return append(dst, `"}`...), images + docs, nil
 }
 
 // appendImagePart writes the image block b as an image_url part and adds

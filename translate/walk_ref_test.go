@@ -1133,10 +1133,14 @@ func oldUserToChat(dst []byte, content, path string, est *tally) ([]byte, *Error
 			if !ok {
 				break
 			}
-			if strEq(field(cb, "type"), "image") {
-				if dst, err = oldAppendImagePart(dst, cb, pathi(pathi(path+".content", i)+".content", j), est); err != nil {
-					return dst, err
-				}
+			switch t := field(cb, "type"); {
+			case strEq(t, "image"):
+				dst, err = oldAppendImagePart(dst, cb, pathi(pathi(path+".content", i)+".content", j), est)
+			case strEq(t, "document") && !strEq(field(field(cb, "source"), "type"), "text"): // since issue 31
+				dst, err = oldAppendDocumentPart(dst, cb, pathi(pathi(path+".content", i)+".content", j), est)
+			}
+			if err != nil {
+				return dst, err
 			}
 		}
 	}
@@ -1196,7 +1200,7 @@ func oldToolResultToChat(dst []byte, b *oldBlock, path string, est *tally) ([]by
 	if !ok {
 		return dst, 0, badRequest(path + ".content: must be a string or an array of content blocks")
 	}
-	images := 0
+	images, docs := 0, 0
 	first := true
 	dst = append(dst, '"')
 	if isErr {
@@ -1222,20 +1226,40 @@ func oldToolResultToChat(dst []byte, b *oldBlock, path string, est *tally) ([]by
 		case "image":
 			images++
 		case "document":
+			if !strEq(field(cb.source, "type"), "text") { // since issue 31: a file part after the tool messages
+				docs++
+				break
+			}
 			data := field(cb.source, "data")
-			if !strEq(field(cb.source, "type"), "text") || !isStr(data) {
-				return dst, 0, badRequest(cp + ": only text documents can be returned by a tool here")
+			if !isStr(data) {
+				return dst, 0, badRequest(cp + ".source.data: must be a string")
 			}
 			est.text(data)
 			dst = appendJoinedInner(dst, data, `\n`, &first)
+		case "tool_reference": // since issue 31
+			name := field(cb.raw, "tool_name")
+			if !isStr(name) {
+				return dst, 0, badRequest(cp + ".tool_name: must be a string")
+			}
+			est.n += jsonTokens(cb.raw)
+			if !first {
+				dst = append(dst, `\n`...)
+			}
+			first = false
+			dst = append(dst, "Tool loaded: "...)
+			dst = append(dst, inner(name)...)
 		default:
 			return dst, 0, oldUnsupportedBlock(cp, cb.typ)
 		}
 	}
-	if first && images > 0 {
+	switch {
+	case !first:
+	case images > 0:
 		dst = append(dst, "(see the attached image)"...)
+	case docs > 0: // since issue 31
+		dst = append(dst, "(see the attached document)"...)
 	}
-	return append(dst, `"}`...), images, nil
+	return append(dst, `"}`...), images + docs, nil
 }
 
 func oldAppendImagePart(dst []byte, b, path string, est *tally) ([]byte, *Error) {
