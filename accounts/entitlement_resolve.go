@@ -32,18 +32,8 @@ func (s *Service) Entitlement(ctx context.Context, keyHash string) (*Entitlement
 	err := s.store.View(ctx, func(tx Tx) error {
 		k, err := tx.GetKeyByHash(keyHash)
 		if err == nil {
-			sub, err := tx.GetSubscription(k.SubscriptionID)
-			if err != nil && !errors.Is(err, ErrNotFound) {
-				return err
-			}
-			var pool *Pool
-			if sub != nil {
-				if pool, err = tx.GetPool(sub.PoolID); err != nil && !errors.Is(err, ErrNotFound) {
-					return err
-				}
-			}
-			ent = ResolveKeyEntitlement(k, sub, pool, now)
-			return nil
+			ent, _, err = keyEntitlementTx(tx, k, now)
+			return err
 		}
 		if !errors.Is(err, ErrNotFound) {
 			return err
@@ -52,29 +42,8 @@ func (s *Service) Entitlement(ctx context.Context, keyHash string) (*Entitlement
 		if err != nil {
 			return err
 		}
-		subs := make(map[string]*Subscription, len(ck.Members))
-		pools := make(map[string]*Pool, 2)
-		for _, m := range ck.Members {
-			sub, err := tx.GetSubscription(m.SubscriptionID)
-			if errors.Is(err, ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			subs[sub.ID] = sub
-			if _, ok := pools[sub.PoolID]; !ok {
-				pool, err := tx.GetPool(sub.PoolID)
-				if err != nil && !errors.Is(err, ErrNotFound) {
-					return err
-				}
-				if pool != nil {
-					pools[pool.ID] = pool
-				}
-			}
-		}
-		ent = ResolveCombinedEntitlement(ck, subs, pools, now)
-		return nil
+		ent, _, err = combinedEntitlementTx(tx, ck, now)
+		return err
 	})
 	if errors.Is(err, ErrNotFound) {
 		return nil, ErrNotFound
@@ -282,4 +251,53 @@ func (e *Entitlement) nextOpen(t time.Time, model string) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// keyEntitlementTx resolves a consumption key from the store, with the id of
+// its pool (none when its subscription is gone).
+func keyEntitlementTx(tx Tx, k *Key, now time.Time) (*Entitlement, []string, error) {
+	sub, err := tx.GetSubscription(k.SubscriptionID)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, nil, err
+	}
+	var (
+		pool    *Pool
+		poolIDs []string
+	)
+	if sub != nil {
+		poolIDs = append(poolIDs, sub.PoolID)
+		if pool, err = tx.GetPool(sub.PoolID); err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, nil, err
+		}
+	}
+	return ResolveKeyEntitlement(k, sub, pool, now), poolIDs, nil
+}
+
+// combinedEntitlementTx resolves a combined key from the store, with the ids
+// of its members' pools. Members whose subscription or pool is gone count
+// for nothing.
+func combinedEntitlementTx(tx Tx, ck *CombinedKey, now time.Time) (*Entitlement, []string, error) {
+	subs := make(map[string]*Subscription, len(ck.Members))
+	pools := make(map[string]*Pool, 2)
+	var poolIDs []string
+	for _, m := range ck.Members {
+		sub, err := tx.GetSubscription(m.SubscriptionID)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		subs[sub.ID] = sub
+		if _, seen := pools[sub.PoolID]; seen {
+			continue
+		}
+		pool, err := tx.GetPool(sub.PoolID)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, nil, err
+		}
+		pools[sub.PoolID] = pool // nil when gone
+		poolIDs = append(poolIDs, sub.PoolID)
+	}
+	return ResolveCombinedEntitlement(ck, subs, pools, now), poolIDs, nil
 }

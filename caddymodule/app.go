@@ -186,7 +186,8 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("timeblock: %w", err)
 	}
-	opts := api.Options{MaxBody: a.MaxRequestBody, Logger: a.logger, Webhook: webhook, ClientAddr: clientAddr}
+	opts := api.Options{MaxBody: a.MaxRequestBody, Logger: a.logger, Webhook: webhook, ClientAddr: clientAddr,
+		LanesInUse: sh.gate.lanesInUse} // the same count as the gate's GET /v1/key
 	if a.Billing != nil {
 		opts.StripePublishableKey = a.Billing.PublishableKey
 	}

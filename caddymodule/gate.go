@@ -54,8 +54,9 @@ const (
 // endpoints; token counts (/v1/messages/count_tokens), checked like
 // inference but let through without a lane; the model lists
 // (/v1/models[/{id}]), which it answers itself from the cached entitlement;
-// and a JSON 404 or 405 for any other path or method, before the key is
-// looked at.
+// the key's status (/v1/key), answered from the cached entitlement and the
+// lane registry; and a JSON 404 or 405 for any other path or method, before
+// the key is looked at.
 //
 // Placeholders: {timeblock.pool} (pool slug), {timeblock.model},
 // {timeblock.key_id}, {timeblock.boost} (boost members open now) and
@@ -159,13 +160,16 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	}
 	ctx := r.Context()
 	now := g.now()
-	ent, err := g.entitlement(w, r, format, now)
+	ent, err := g.entitlement(w, r, ep, format, now)
 	if ent == nil {
 		return err
 	}
 	stripCredentials(r.Header)
-	if ep == epModels || ep == epModel {
+	switch ep {
+	case epModels, epModel:
 		return g.serveModels(w, r, ep, modelID, format, ent, now)
+	case epKey:
+		return g.serveKeyStatus(w, r, format, ent, now)
 	}
 
 	sb, err := readBody(r, g.maxBody)
@@ -193,7 +197,7 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		return g.modelNotHeld(w, format, ent, fields.model, now)
 	}
 	if adm.Lanes == 0 {
-		return g.windowClosed(w, format, ent, fields.model, adm.NextOpen, now)
+		return g.windowClosed(w, format, ent, adm.Model, adm.NextOpen, now)
 	}
 	if ep == epCount {
 		fb := setBody(r, sb)
@@ -232,6 +236,7 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	// the lane goes back to the registry it came from.
 	defer lease.Release()
 
+	g.setStanding(w.Header(), ent, &adm, lease.InUse(), now)
 	g.state.metrics.admissions.WithLabelValues(adm.PoolSlug).Inc()
 	g.state.lastUsed.Record(ent.KeyID, ent.Combined, now)
 	if ce := g.logger.Check(zap.DebugLevel, "admitted"); ce != nil {
@@ -250,7 +255,7 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 
 // entitlement checks the request's credential and returns what it may do.
 // When it returns nil, the request has been answered (err is the write's).
-func (g *Gate) entitlement(w http.ResponseWriter, r *http.Request, format translate.Format, now time.Time) (*accounts.Entitlement, error) {
+func (g *Gate) entitlement(w http.ResponseWriter, r *http.Request, ep gateEndpoint, format translate.Format, now time.Time) (*accounts.Entitlement, error) {
 	guard := g.state.guard
 	addr := clientAddr(r)
 	if wait := guard.throttle.Check(addr, g.keyFailureLimit(), now); wait > 0 {
@@ -262,16 +267,13 @@ func (g *Gate) entitlement(w http.ResponseWriter, r *http.Request, format transl
 	switch {
 	case key == "":
 		guard.throttle.Fail(addr, now)
-		return nil, g.reject(w, format, rejectMissingKey, http.StatusUnauthorized, "missing_api_key",
-			"no API key: send a consumption key (sk_pool_...) or a combined key (sk-compat-meta-...) "+
-				"in the x-api-key header or as Authorization: Bearer <key>", 0, nil)
+		return nil, g.refuseStatic(w, format, rejectMissingKey, &refusalMissingKey)
 	case strings.HasPrefix(key, accounts.ManagementKeyPrefix), strings.HasPrefix(key, accounts.SessionTokenPrefix):
 		guard.throttle.Fail(addr, now)
-		return nil, g.reject(w, format, rejectWrongKeyKind, http.StatusUnauthorized, "invalid_api_key",
-			"management keys/session tokens are for the account API; use a consumption key (sk_pool_...) or a combined key", 0, nil)
+		return nil, g.refuseStatic(w, format, rejectWrongKeyKind, &refusalWrongKeyKind)
 	case !plausibleKey(key):
 		guard.throttle.Fail(addr, now)
-		return nil, g.reject(w, format, rejectUnknownKey, http.StatusUnauthorized, "invalid_api_key", msgInvalidKey, 0, nil)
+		return nil, g.refuseStatic(w, format, rejectUnknownKey, &refusalInvalidKey)
 	}
 	ctx := r.Context()
 	ent, err := g.state.cache.Lookup(ctx, key, now, g.source)
@@ -279,7 +281,7 @@ func (g *Gate) entitlement(w http.ResponseWriter, r *http.Request, format transl
 	case err == nil:
 	case errors.Is(err, admission.ErrUnknownKey):
 		guard.throttle.Fail(addr, now)
-		return nil, g.reject(w, format, rejectUnknownKey, http.StatusUnauthorized, "invalid_api_key", msgInvalidKey, 0, nil)
+		return nil, g.refuseStatic(w, format, rejectUnknownKey, &refusalInvalidKey)
 	case ctx.Err() != nil:
 		return nil, g.clientGone(w, nil)
 	default:
@@ -288,11 +290,7 @@ func (g *Gate) entitlement(w http.ResponseWriter, r *http.Request, format transl
 			"the API key could not be checked right now; retry in a moment", 1, nil)
 	}
 	if ent.Denied != "" {
-		status := ent.DeniedStatus
-		if status == 0 {
-			status = http.StatusUnauthorized
-		}
-		return nil, g.reject(w, format, rejectKeyDenied, status, "", ent.Denied, 0, ent)
+		return nil, g.keyDenied(w, ep, format, ent)
 	}
 	return ent, nil
 }
@@ -340,37 +338,17 @@ func (g *Gate) passCount(w http.ResponseWriter, r *http.Request, next caddyhttp.
 
 // modelNotHeld answers 404, naming the models the key holds.
 func (g *Gate) modelNotHeld(w http.ResponseWriter, format translate.Format, ent *accounts.Entitlement, model string, now time.Time) error {
-	return g.reject(w, format, rejectModelNotHeld, http.StatusNotFound, "model_not_found",
-		"model "+strconv.Quote(model)+" is not available with this key; "+holdsText(ent.Models(now, nil)), 0, ent)
+	return g.refuse(w, format, rejectModelNotHeld, http.StatusNotFound, "model_not_found",
+		"model "+strconv.Quote(model)+" is not available with this key; "+holdsText(ent.Models(now, nil)), ent)
 }
 
 const msgInvalidKey = "invalid API key: no consumption key or combined key has this value; " +
 	"check that it was copied whole (GET /api/keys lists your keys)"
 
-// windowClosed answers 403: the key holds the model, but none of its lanes
-// is open this hour.
-func (g *Gate) windowClosed(w http.ResponseWriter, format translate.Format, ent *accounts.Entitlement, model string, next, now time.Time) error {
-	if next.IsZero() {
-		return g.reject(w, format, rejectWindowClosed, http.StatusForbidden, "window_closed",
-			"this key's time window for model "+strconv.Quote(model)+" is closed and does not open again in its paid period", 0, ent)
-	}
-	retry := int((next.Sub(now) + time.Second - 1) / time.Second)
-	return g.reject(w, format, rejectWindowClosed, http.StatusForbidden, "window_closed",
-		"this key's time window for model "+strconv.Quote(model)+" is closed now; it opens next at "+
-			next.UTC().Format(time.RFC3339), max(retry, 1), ent)
-}
-
 // reject answers with an error in the client's format. code fills the chat
 // body's code (empty: null); retryAfter > 0 sets Retry-After in seconds.
 func (g *Gate) reject(w http.ResponseWriter, format translate.Format, reason rejectReason, status int, code, msg string, retryAfter int, ent *accounts.Entitlement) error {
-	g.state.metrics.rejections[reason].Inc()
-	if ce := g.logger.Check(zap.DebugLevel, "rejected"); ce != nil {
-		keyID := ""
-		if ent != nil {
-			keyID = ent.KeyID
-		}
-		ce.Write(zap.String("reason", reason.String()), zap.Int("status", status), zap.String("key_id", keyID))
-	}
+	g.noteRejection(reason, status, ent)
 	if retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
 	}

@@ -58,12 +58,14 @@ type lanelessEndpoint int
 const (
 	lanelessModels      lanelessEndpoint = iota // GET /v1/models and /v1/models/{id}
 	lanelessCountTokens                         // POST /v1/messages/count_tokens
+	lanelessKeyStatus                           // GET /v1/key
 	numLanelessEndpoints
 )
 
 var lanelessNames = [numLanelessEndpoints]string{
 	lanelessModels:      "models",
 	lanelessCountTokens: "count_tokens",
+	lanelessKeyStatus:   "key",
 }
 
 // gateMetrics are built once per store with the rest of the gate state, so

@@ -24,11 +24,13 @@ const (
 	epCount                  // POST .../v1/messages/count_tokens: no lane
 	epModels                 // GET .../v1/models: answered by the gate
 	epModel                  // GET .../v1/models/{id}: answered by the gate
+	epKey                    // GET .../v1/key: the key's status, answered by the gate
 )
 
 const (
 	countTokensPath = "/v1/messages/count_tokens"
 	modelsPath      = "/v1/models"
+	keyPath         = "/v1/key"
 )
 
 // gateRoute tells the endpoint from the request path; for epModel it also
@@ -51,6 +53,9 @@ func gateRoute(p string) (gateEndpoint, string) {
 	}
 	if i := strings.Index(p, modelsPath+"/"); i >= 0 {
 		return epModel, p[i+len(modelsPath)+1:]
+	}
+	if strings.HasSuffix(p, keyPath) {
+		return epKey, ""
 	}
 	return epUnknown, ""
 }
@@ -83,14 +88,14 @@ func messagesStyle(r *http.Request) bool {
 
 // allows tells whether the endpoint takes the method.
 func (e gateEndpoint) allows(method string) bool {
-	if e == epModels || e == epModel {
+	if e == epModels || e == epModel || e == epKey {
 		return method == http.MethodGet || method == http.MethodHead
 	}
 	return method == http.MethodPost
 }
 
 func (e gateEndpoint) allowHeader() string {
-	if e == epModels || e == epModel {
+	if e == epModels || e == epModel || e == epKey {
 		return "GET, HEAD"
 	}
 	return "POST"
@@ -120,7 +125,8 @@ func (g *Gate) unknownEndpoint(w http.ResponseWriter, r *http.Request, format tr
 		"POST " + prefix + countTokensPath + ", " +
 		"POST " + prefix + "/v1/responses, " +
 		"GET " + prefix + modelsPath + ", " +
-		"GET " + prefix + modelsPath + "/{model}"
+		"GET " + prefix + modelsPath + "/{model}, " +
+		"GET " + prefix + keyPath
 	return g.reject(w, format, rejectUnknownEndpoint, http.StatusNotFound, "unknown_endpoint", msg, 0, nil)
 }
 

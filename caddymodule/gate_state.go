@@ -21,7 +21,8 @@ type gateState struct {
 	lanes    *admission.Registry
 	lastUsed *admission.Batcher
 	metrics  *gateMetrics
-	guard    *keyGuard // filter of live keys, throttle of failed checks
+	guard    *keyGuard    // filter of live keys, throttle of failed checks
+	windows  *windowCache // the window of each key's lanes, for the standing headers
 
 	stopInvalidation func()
 	stop, done       chan struct{}
@@ -70,6 +71,7 @@ func newGateState(store gateStore, logger *zap.Logger) (*gateState, error) {
 		cache:     cache,
 		lanes:     lanes,
 		lastUsed:  admission.NewBatcher(store, lastUsedInterval, logger.Named("last_used")),
+		windows:   newWindowCache(),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 		laneCoord: laneCoord,

@@ -329,11 +329,26 @@ func TestGateDeniedKeys(t *testing.T) {
 		t.Fatalf("revoked: %d", res.status)
 	}
 	assertErrorBody(t, chatPath, res.body, "authentication_error", "revoked")
-	res = f.do(t, messagesPath, tPastDue, messagesBody, nil)
-	if res.status != http.StatusForbidden {
-		t.Fatalf("past due: %d", res.status)
+	if got := res.header.Get("X-Should-Retry"); got != "false" {
+		t.Errorf("revoked: X-Should-Retry %q, want false", got)
 	}
-	assertErrorBody(t, messagesPath, res.body, "permission_error", "payment past due")
+	// Past due is a usage limit to a client: 429 that no client retries.
+	res = f.do(t, messagesPath, tPastDue, messagesBody, nil)
+	if res.status != http.StatusTooManyRequests || res.header.Get("X-Should-Retry") != "false" || res.header.Get("Retry-After") != "" {
+		t.Fatalf("past due: %d, X-Should-Retry %q, Retry-After %q", res.status, res.header.Get("X-Should-Retry"), res.header.Get("Retry-After"))
+	}
+	assertErrorBody(t, messagesPath, res.body, "rate_limit_error", "payment past due")
+	res = f.do(t, responsesPath, tPastDue, `{"model":"qwen3-32b","input":"hi"}`, nil)
+	if res.status != http.StatusTooManyRequests {
+		t.Fatalf("past due, responses: %d", res.status)
+	}
+	assertErrorBody(t, chatPath, res.body, "usage_limit_reached", "payment past due")
+	if e := gjson.Get(res.body, "error"); e.Get("code").Str != "payment_past_due" || e.Get("resets_at").Exists() {
+		t.Errorf("past due: body %s, want code payment_past_due and no resets_at", res.body)
+	}
+	if got := res.header.Get("X-Codex-Promo-Message"); !strings.HasPrefix(got, "Payment past due: ") {
+		t.Errorf("past due: X-Codex-Promo-Message %q", got)
+	}
 }
 
 func TestGateModelNotHeld(t *testing.T) {
@@ -350,16 +365,33 @@ func TestGateModelNotHeld(t *testing.T) {
 
 func TestGateWindowClosed(t *testing.T) {
 	f := newGateFixture(t, 0)
-	for _, path := range []string{chatPath, messagesPath} {
+	opens := time.Date(2026, 3, 2, 16, 0, 0, 0, time.UTC)
+	for _, path := range []string{chatPath, messagesPath, responsesPath} {
 		res := f.do(t, path, tEvening, chatBody, nil)
-		if res.status != http.StatusForbidden {
-			t.Fatalf("%s: %d %s", path, res.status, res.body)
+		// A usage limit that no client retries, and no Retry-After of hours
+		// for a client to sleep on.
+		if res.status != http.StatusTooManyRequests || res.header.Get("X-Should-Retry") != "false" {
+			t.Fatalf("%s: %d, X-Should-Retry %q, %s", path, res.status, res.header.Get("X-Should-Retry"), res.body)
+		}
+		if ra := res.header.Get("Retry-After"); ra != "" {
+			t.Errorf("%s: Retry-After = %q, want none", path, ra)
+		}
+		if got := res.header.Get("X-Timeblock-Window-Opens"); got != "2026-03-02T16:00:00Z" {
+			t.Errorf("%s: X-Timeblock-Window-Opens = %q", path, got)
 		}
 		// 09:30 → 16:00 is 6h30m.
-		if ra := res.header.Get("Retry-After"); ra != "23400" {
-			t.Errorf("Retry-After = %q, want 23400", ra)
+		const msg = `this key's time window for model "qwen3-32b" is closed now; it opens next at 2026-03-02T16:00:00Z (UTC), in 6h30m`
+		if path == messagesPath {
+			assertErrorBody(t, path, res.body, "rate_limit_error", msg)
+			continue
 		}
-		assertErrorBody(t, path, res.body, "permission_error", "opens next at 2026-03-02T16:00:00Z")
+		assertErrorBody(t, chatPath, res.body, "usage_limit_reached", msg)
+		if e := gjson.Get(res.body, "error"); e.Get("resets_at").Int() != opens.Unix() || e.Get("code").Str != "window_closed" {
+			t.Errorf("%s: body %s, want code window_closed and resets_at %d", path, res.body, opens.Unix())
+		}
+		if got := res.header.Get("X-Codex-Promo-Message"); got != "T"+msg[1:] {
+			t.Errorf("%s: X-Codex-Promo-Message = %q", path, got)
+		}
 	}
 }
 
@@ -962,10 +994,10 @@ func TestGateCountTokens(t *testing.T) {
 
 	// Outside the key's hours, a count is refused like inference.
 	res = f.do(t, countPath, tEvening, body, nil)
-	if res.status != http.StatusForbidden || res.header.Get("Retry-After") == "" {
+	if res.status != http.StatusTooManyRequests || res.header.Get("X-Timeblock-Window-Opens") == "" {
 		t.Fatalf("count outside the hours: %d %s", res.status, res.body)
 	}
-	assertErrorBody(t, messagesPath, res.body, "permission_error", "opens next at")
+	assertErrorBody(t, messagesPath, res.body, "rate_limit_error", "opens next at")
 	// Bad bodies, in the messages format.
 	res = f.do(t, countPath, tKey, `{"messages":[]}`, nil)
 	if res.status != 400 {

@@ -147,6 +147,7 @@ func crossCases(w *crossWorld) map[string][]crossCall {
 			f("PUT", "/api/keys/"+w.aKeyID, map[string]any{"name": "taken"}),
 		},
 		"DELETE /api/keys/{id}": {f("DELETE", "/api/keys/"+w.aKeyID, nil)},
+		"GET /api/keys/{id}":    {f("GET", "/api/keys/"+w.aKeyID, nil)},
 
 		"GET /api/keys/management":         {own("GET", "/api/keys/management", nil)},
 		"POST /api/keys/management":        {own("POST", "/api/keys/management", map[string]any{"name": "b-extra"})},
@@ -167,6 +168,7 @@ func crossCases(w *crossWorld) map[string][]crossCall {
 		},
 		"PATCH /api/meta-keys/{id}":  {f("PATCH", "/api/meta-keys/"+w.aCombinedID, map[string]any{"label": "renamed by b"})},
 		"DELETE /api/meta-keys/{id}": {f("DELETE", "/api/meta-keys/"+w.aCombinedID, nil)},
+		"GET /api/meta-keys/{id}":    {f("GET", "/api/meta-keys/"+w.aCombinedID, nil)},
 
 		"GET /api/pools/disclosure": {own("GET", "/api/pools/disclosure", nil)},
 		"GET /api/pools":            {own("GET", "/api/pools", nil)},

@@ -268,7 +268,7 @@ func TestMalformedInput(t *testing.T) {
 		"/v1/chat/completions": chatBase, "/compat/v1/messages": messagesBase, "/v1/responses": responsesBase,
 		"/compat/v1/messages/count_tokens": `{"model":"m-open","messages":[{"role":"user","content":"hi"}]}`,
 	}
-	for _, path := range []string{"/v1/chat/completions", "/compat/v1/messages", "/v1/responses", "/compat/v1/messages/count_tokens", "/v1/models", "/compat/v1/models"} {
+	for _, path := range []string{"/v1/chat/completions", "/compat/v1/messages", "/v1/responses", "/compat/v1/messages/count_tokens", "/v1/models", "/compat/v1/models", "/v1/key"} {
 		for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodPost, http.MethodOptions, "BREW"} {
 			if (m == http.MethodPost) == (valid[path] != "") {
 				continue // the endpoint's own method

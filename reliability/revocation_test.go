@@ -50,7 +50,7 @@ func TestRevocationAcrossNodes(t *testing.T) {
 					t.Fatalf("payment-failed: %s", r)
 				}
 			}
-		}, http.StatusForbidden},
+		}, http.StatusTooManyRequests}, // past due is a usage limit to an inference client
 		{"combined key deleted", func() (string, func()) {
 			subs := []string{owner.subscribe(t, "open", 1), owner.subscribe(t, "open", 1)} // rule 1: two at least
 			d := owner.must(t, http.MethodPost, "/api/meta-keys", map[string]any{"pledgeIds": subs, "label": "rel"})

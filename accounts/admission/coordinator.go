@@ -1,6 +1,9 @@
 package admission
 
-import "errors"
+import (
+	"context"
+	"errors"
+)
 
 // ErrClusterDown means the registry works with a Coordinator (several nodes
 // share the lanes) and cannot reach it: the request needs a lane this node
@@ -49,4 +52,16 @@ type Events interface {
 	Wanted(k LaneKey)
 	// Freed: another node gave back a slot of k.
 	Freed(k LaneKey)
+	// InUse: the requests of k in flight on this node, for another node
+	// that counts them across the cluster (InUseCounter).
+	InUse(k LaneKey) int
+}
+
+// InUseCounter is a Coordinator that can count the requests in flight on
+// the other nodes. Counting asks every node, so it is for status
+// endpoints, never for admission.
+type InUseCounter interface {
+	// InUseElsewhere returns the requests of the lane groups keys in flight
+	// on the other nodes; err when one of them did not answer in time.
+	InUseElsewhere(ctx context.Context, keys []LaneKey) (int, error)
 }

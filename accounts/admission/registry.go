@@ -116,6 +116,19 @@ func (ls *Lease) Release() {
 	ls.l = nil
 }
 
+// InUse returns how many lanes of the lease's group are in use on this node,
+// its own included (0 once released). It asks no other node: cheap enough
+// for every admitted request.
+func (ls *Lease) InUse() int {
+	if ls.l == nil {
+		return 0
+	}
+	ls.sh.mu.Lock()
+	n := ls.l.inUse
+	ls.sh.mu.Unlock()
+	return n
+}
+
 // Acquire takes a lane of k when fewer than capacity are in use. Otherwise it
 // waits up to wait (not at all when wait <= 0) for a release, and returns
 // ErrLanesFull when none came in time, or ctx's error when ctx ends first.
@@ -202,6 +215,25 @@ func (r *Registry) InUse(k LaneKey) int {
 		return l.inUse
 	}
 	return 0
+}
+
+// InUseAcross returns the requests of the lane groups keys in flight: on
+// this node, and on the other nodes when the registry shares its lanes
+// through a coordinator that can count them (InUseCounter). That asks the
+// cluster: for status endpoints, not for admission.
+func (r *Registry) InUseAcross(ctx context.Context, keys []LaneKey) (int, error) {
+	n := 0
+	for _, k := range keys {
+		n += r.InUse(k)
+	}
+	if c, ok := r.coord.(InUseCounter); ok && len(keys) > 0 {
+		m, err := c.InUseElsewhere(ctx, keys)
+		if err != nil {
+			return 0, err
+		}
+		n += m
+	}
+	return n, nil
 }
 
 // InUseByPool sums the lanes in use per pool label.

@@ -30,6 +30,9 @@ type Options struct {
 	// ClientAddr returns the client's address for sign-in throttling
 	// (default: the connection's peer).
 	ClientAddr func(*http.Request) netip.Addr
+	// LanesInUse counts a key's requests in flight, on every node, for
+	// GET /api/keys/{id} and /api/meta-keys/{id} (keystatus.go); nil: 0.
+	LanesInUse LanesInUseFunc
 }
 
 // Handler serves /api/*.
@@ -84,6 +87,7 @@ func New(svc *accounts.Service, opts Options) *Handler {
 
 	// Consumption keys (keys.go).
 	h.route("GET /api/keys", h.listKeys)
+	h.route("GET /api/keys/{id}", h.keyStatus) // keystatus.go
 	h.route("POST /api/keys/subscription", h.createKey)
 	h.route("PUT /api/keys/{id}", h.updateKey)
 	h.route("DELETE /api/keys/{id}", h.deleteKey)
@@ -95,6 +99,7 @@ func New(svc *accounts.Service, opts Options) *Handler {
 
 	// Combined keys (metakeys.go).
 	h.route("GET /api/meta-keys", h.listCombinedKeys)
+	h.route("GET /api/meta-keys/{id}", h.combinedKeyStatus) // keystatus.go
 	h.route("POST /api/meta-keys", h.createCombinedKey)
 	h.route("PATCH /api/meta-keys/{id}/member-roles", h.setMemberRoles)
 	h.route("PUT /api/meta-keys/{id}/members", h.replaceMembers)

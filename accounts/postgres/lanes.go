@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/timeblock/timeblock/accounts/admission"
 )
@@ -30,6 +33,12 @@ import (
 // Nodes tell each other on the laneChannel: "w <node> <key> <pool>" (a
 // request on that node waits for a lane of the group: give back idle ones)
 // and "f <node> <key> <pool>" (a slot of the group was unlocked).
+//
+// A held slot may be idle (kept for the key's next request), so the locks
+// do not say how many requests are in flight; a status endpoint that needs
+// that number asks the nodes: "q <node> <query> <key>:<pool> ..." (how many
+// requests of these groups do you have in flight?), answered by every node
+// whose lane session is connected with "c <node> <query> <count>".
 
 const (
 	laneChannel = "timeblock_lanes"
@@ -38,6 +47,7 @@ const (
 	maxLaneSlots = 1 << laneSlotBits
 
 	laneOpTimeout   = 2 * time.Second        // one statement on the lane session
+	inUseTimeout    = 2 * time.Second        // the other nodes' answers to a count of lanes in use
 	laneHeartbeat   = 250 * time.Millisecond // ping of the lane session
 	lanePingTimeout = time.Second            // a ping slower than this loses the session
 )
@@ -55,6 +65,10 @@ const laneDeadPeer = `SET tcp_keepalives_idle = 2; SET tcp_keepalives_interval =
 // connection closes), at most about 5 s for a lost network (laneDeadPeer).
 const LaneDeathBound = 10 * time.Second
 
+// laneSessionName, then the node's id, is the application_name of a lane
+// session: the other nodes find who to ask about lanes in use by it.
+const laneSessionName = "timeblock lanes "
+
 // laneLockBase is the advisory lock of slot 0 of a lane group.
 func laneLockBase(k admission.LaneKey) int64 {
 	h := fnv.New64a()
@@ -69,6 +83,7 @@ func laneLockBase(k admission.LaneKey) int64 {
 // the node holds.
 type LaneCoordinator struct {
 	cfg    *pgx.ConnConfig
+	pool   *pgxpool.Pool // the store's pool, for counting lanes in use
 	logger interface {
 		Warn(msg string, args ...any)
 		Info(msg string, args ...any)
@@ -86,29 +101,42 @@ type LaneCoordinator struct {
 
 	events atomic.Pointer[eventsBox]
 
+	queriesMu sync.Mutex
+	queries   map[string]*inUseQuery // counts of lanes in use waiting for answers, by query id
+
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 }
 
 type eventsBox struct{ ev admission.Events }
 
-// laneNote is a release or a want waiting for the flusher.
+// laneNote is a release, a want or an answer waiting for the flusher.
 type laneNote struct {
-	k     admission.LaneKey
-	want  bool
-	slot  int32
-	epoch uint64
+	k      admission.LaneKey
+	want   bool
+	slot   int32
+	epoch  uint64
+	answer string // a whole "c ..." payload
+}
+
+// inUseQuery collects the other nodes' answers to one count of lanes in use.
+type inUseQuery struct {
+	mu      sync.Mutex
+	counts  map[string]int // by node
+	arrived chan struct{}  // signaled after each answer
 }
 
 // LaneCoordinator opens the node's lane session and its listener. ctx bounds
 // the opening only.
 func (s *Store) LaneCoordinator(ctx context.Context) (*LaneCoordinator, error) {
 	c := &LaneCoordinator{
-		cfg:    s.pool.Config().ConnConfig.Copy(),
-		logger: s.logger,
-		node:   strings.ToLower(rand.Text()[:12]),
-		held:   make(map[int64]struct{}),
-		kick:   make(chan struct{}, 1),
+		cfg:     s.pool.Config().ConnConfig.Copy(),
+		pool:    s.pool,
+		queries: make(map[string]*inUseQuery),
+		logger:  s.logger,
+		node:    strings.ToLower(rand.Text()[:12]),
+		held:    make(map[int64]struct{}),
+		kick:    make(chan struct{}, 1),
 	}
 	conn, err := c.connect(ctx)
 	if err != nil {
@@ -132,7 +160,7 @@ func (s *Store) LaneCoordinator(ctx context.Context) (*LaneCoordinator, error) {
 
 func (c *LaneCoordinator) connect(ctx context.Context) (*pgx.Conn, error) {
 	cfg := c.cfg.Copy()
-	cfg.RuntimeParams["application_name"] = "timeblock lanes " + c.node
+	cfg.RuntimeParams["application_name"] = laneSessionName + c.node
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -298,6 +326,10 @@ func (c *LaneCoordinator) runFlusher(ctx context.Context) {
 		unlock, notes = unlock[:0], notes[:0]
 		epoch := c.epoch.Load()
 		for _, n := range queue {
+			if n.answer != "" {
+				notes = append(notes, n.answer)
+				continue
+			}
 			if n.want {
 				// One message per want: each frees one lane on the holder.
 				notes = append(notes, "w "+c.node+" "+n.k.KeyID+" "+n.k.PoolID)
@@ -366,9 +398,20 @@ func (c *LaneCoordinator) receive(ctx context.Context, conn *pgx.Conn) error {
 		}
 		kind, rest, _ := strings.Cut(n.Payload, " ")
 		node, rest, _ := strings.Cut(rest, " ")
-		keyID, poolID, ok := strings.Cut(rest, " ")
+		if node == c.node {
+			continue
+		}
 		box := c.events.Load()
-		if !ok || node == c.node || box == nil {
+		switch kind {
+		case "q":
+			c.answer(box, rest)
+			continue
+		case "c":
+			c.answered(node, rest)
+			continue
+		}
+		keyID, poolID, ok := strings.Cut(rest, " ")
+		if !ok || box == nil {
 			continue
 		}
 		k := admission.LaneKey{KeyID: keyID, PoolID: poolID}
@@ -378,6 +421,100 @@ func (c *LaneCoordinator) receive(ctx context.Context, conn *pgx.Conn) error {
 		case "f":
 			box.ev.Freed(k)
 		}
+	}
+}
+
+// InUseElsewhere implements admission.InUseCounter: it asks every other
+// node whose lane session is connected to this database how many requests
+// of keys it has in flight, and waits for each to answer (at most
+// inUseTimeout). The question and the list of nodes come from one
+// statement, so every node listed was listening when it was asked.
+func (c *LaneCoordinator) InUseElsewhere(ctx context.Context, keys []admission.LaneKey) (int, error) {
+	id := strings.ToLower(rand.Text()[:12])
+	var payload strings.Builder
+	payload.WriteString("q " + c.node + " " + id)
+	for _, k := range keys {
+		payload.WriteString(" " + k.KeyID + ":" + k.PoolID)
+	}
+	if payload.Len() > 7900 { // NOTIFY's payload limit is 8000 bytes
+		return 0, fmt.Errorf("counting lanes in use: %d lane groups are too many to ask for at once", len(keys))
+	}
+	q := &inUseQuery{counts: make(map[string]int), arrived: make(chan struct{}, 1)}
+	c.queriesMu.Lock()
+	c.queries[id] = q
+	c.queriesMu.Unlock()
+	defer func() {
+		c.queriesMu.Lock()
+		delete(c.queries, id)
+		c.queriesMu.Unlock()
+	}()
+
+	ctx, cancel := context.WithTimeout(ctx, inUseTimeout)
+	defer cancel()
+	var nodes []string
+	err := c.pool.QueryRow(ctx, `SELECT ARRAY(SELECT substr(application_name, $1) FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name LIKE 'timeblock lanes %' AND application_name <> $2)
+		FROM (SELECT pg_notify($3, $4)) AS asked`,
+		len(laneSessionName)+1, laneSessionName+c.node, laneChannel, payload.String()).Scan(&nodes)
+	if err != nil {
+		return 0, fmt.Errorf("counting lanes in use: %w", err)
+	}
+	total := 0
+	for waiting := nodes; ; {
+		q.mu.Lock()
+		waiting = slices.DeleteFunc(waiting, func(node string) bool {
+			n, ok := q.counts[node]
+			total += n
+			return ok
+		})
+		q.mu.Unlock()
+		if len(waiting) == 0 {
+			return total, nil
+		}
+		select {
+		case <-q.arrived:
+		case <-ctx.Done():
+			return 0, fmt.Errorf("counting lanes in use: %d of %d other nodes did not answer: %w", len(waiting), len(nodes), ctx.Err())
+		}
+	}
+}
+
+// answer counts the requests in flight here of the lane groups of a "q"
+// question and has the flusher send the count.
+func (c *LaneCoordinator) answer(box *eventsBox, question string) {
+	id, groups, _ := strings.Cut(question, " ")
+	if id == "" {
+		return
+	}
+	n := 0
+	for _, g := range strings.Fields(groups) {
+		keyID, poolID, ok := strings.Cut(g, ":")
+		if ok && box != nil {
+			n += box.ev.InUse(admission.LaneKey{KeyID: keyID, PoolID: poolID})
+		}
+	}
+	c.note(laneNote{answer: "c " + c.node + " " + id + " " + strconv.Itoa(n)})
+}
+
+// answered records node's answer to one of this node's questions.
+func (c *LaneCoordinator) answered(node, answer string) {
+	id, count, _ := strings.Cut(answer, " ")
+	n, err := strconv.Atoi(count)
+	if err != nil {
+		return
+	}
+	c.queriesMu.Lock()
+	q := c.queries[id]
+	c.queriesMu.Unlock()
+	if q == nil {
+		return // not ours, or given up on
+	}
+	q.mu.Lock()
+	q.counts[node] = n
+	q.mu.Unlock()
+	select {
+	case q.arrived <- struct{}{}:
+	default:
 	}
 }
 
@@ -398,4 +535,7 @@ func (c *LaneCoordinator) Close() error {
 	return nil
 }
 
-var _ admission.Coordinator = (*LaneCoordinator)(nil)
+var (
+	_ admission.Coordinator  = (*LaneCoordinator)(nil)
+	_ admission.InUseCounter = (*LaneCoordinator)(nil)
+)

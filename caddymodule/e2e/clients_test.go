@@ -116,9 +116,8 @@ func TestClaudeCode(t *testing.T) {
 						"ANTHROPIC_DEFAULT_HAIKU_MODEL=" + clientsModel,
 						"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 						"DISABLE_AUTOUPDATER=1",
-						// A failed request fails the run at once instead of after
-						// minutes of backoff; the access log shows every attempt.
-						"CLAUDE_CODE_MAX_RETRIES=0",
+						// Retries are left at Claude Code's default: the gate's
+						// refusals end a run by themselves (clients_refusals_test.go).
 					},
 						"-p", "Read my notes: call tool Read with "+string(args),
 						"--model", clientsModel,
@@ -204,9 +203,6 @@ name = "Timeblock"
 base_url = "%s/v1"
 env_key = "TIMEBLOCK_API_KEY"
 wire_api = "responses"
-# A failed request fails the run at once; the access log shows every attempt.
-request_max_retries = 0
-stream_max_retries = 0
 `, clientsModel, f.c.URL())
 			if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(config), 0o600); err != nil {
 				t.Fatal(err)
@@ -334,13 +330,20 @@ func clientWorkDir(t *testing.T) (dir, marker, notes string) {
 // clients off the network.
 type clientsFixture struct {
 	c       *e2e.Caddy
+	acct    *account
 	key     string
 	offline *offlineProxy
 }
 
 func startClients(t *testing.T, upstream string) *clientsFixture {
 	t.Helper()
-	c := e2e.Start(t, strings.ReplaceAll(clientsCaddyfile, "%FORMAT%", upstream), e2e.WithEnv(clientsSecret))
+	return startClientsWith(t, strings.ReplaceAll(clientsCaddyfile, "%FORMAT%", upstream))
+}
+
+// startClientsWith is startClients with a Caddyfile of the test's own.
+func startClientsWith(t *testing.T, caddyfile string) *clientsFixture {
+	t.Helper()
+	c := e2e.Start(t, caddyfile, e2e.WithEnv(clientsSecret))
 	a := newAccount(t, c)
 	sub := a.api(t, http.MethodPost, "/api/pools/agents/subscribe",
 		map[string]any{"blocks": []string{"asia", "europe", "americas"}, "quantity": 2})
@@ -348,7 +351,7 @@ func startClients(t *testing.T, upstream string) *clientsFixture {
 	if key == "" {
 		t.Fatalf("no key for subscription %s", sub.Raw)
 	}
-	return &clientsFixture{c: c, key: key, offline: newOfflineProxy(t)}
+	return &clientsFixture{c: c, acct: a, key: key, offline: newOfflineProxy(t)}
 }
 
 // clientRun is what one client run did.

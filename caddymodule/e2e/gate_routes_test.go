@@ -205,7 +205,7 @@ func TestGateRoutesEndToEnd(t *testing.T) {
 		p := countParams
 		p.Model = "m-shut"
 		_, err = viaMessages.Messages.CountTokens(ctxT(t), p)
-		wantAnthropicError(t, err, http.StatusForbidden, "permission_error", "opens next at")
+		wantAnthropicError(t, err, http.StatusTooManyRequests, "rate_limit_error", "opens next at")
 		p.Model = "m-other"
 		_, err = client.Messages.CountTokens(ctxT(t), p)
 		wantAnthropicError(t, err, http.StatusNotFound, "not_found_error", "it holds: m-open, m-shut")

@@ -5,14 +5,10 @@ package e2e_test
 // simulator as the upstream behind reverse_proxy.
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -74,7 +70,6 @@ const gateCaddyfile = `{
 			header_down X-Timeblock-Pool {timeblock.pool}
 			header_down X-Timeblock-Key {timeblock.key_id}
 			header_down X-Timeblock-Boost {timeblock.boost}
-			header_down X-Timeblock-Lanes {timeblock.lanes}
 			header_down X-Config %MARK%
 		}
 	}
@@ -143,32 +138,11 @@ func (a *account) api(t *testing.T, method, path string, body any) gjson.Result 
 
 func call(t *testing.T, method, url, token string, body any, want int) gjson.Result {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rd = bytes.NewReader(b)
+	code, env := asUser(t, url, token, method, "", body)
+	if (want != 0 && code != want) || code/100 != 2 {
+		t.Fatalf("%s %s: %d\n%s", method, url, code, env.Raw)
 	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if (want != 0 && resp.StatusCode != want) || resp.StatusCode/100 != 2 {
-		t.Fatalf("%s %s: %s\n%s", method, url, resp.Status, b)
-	}
-	return gjson.GetBytes(b, "data")
+	return env.Get("data")
 }
 
 // subscribe buys quantity seats of pool in the block holding the current
@@ -309,22 +283,27 @@ func TestGateEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatalf("key in its window: %v", err)
 		}
-		if resp.Model != "m-open" || hdr.Get("X-Timeblock-Pool") != "open" || hdr.Get("X-Timeblock-Lanes") != "1" {
-			t.Fatalf("model %q, placeholders pool %q lanes %q", resp.Model, hdr.Get("X-Timeblock-Pool"), hdr.Get("X-Timeblock-Lanes"))
+		if resp.Model != "m-open" || hdr.Get("X-Timeblock-Pool") != "open" || hdr.Get("X-Timeblock-Lanes") != "1" ||
+			hdr.Get("X-Timeblock-Lanes-In-Use") != "1" {
+			t.Fatalf("model %q, pool %q, lanes %q, in use %q", resp.Model, hdr.Get("X-Timeblock-Pool"), hdr.Get("X-Timeblock-Lanes"),
+				hdr.Get("X-Timeblock-Lanes-In-Use"))
 		}
 
+		// A usage limit with its reset time, which the SDKs do not retry
+		// (x-should-retry: false) and no Retry-After to sleep on for hours.
 		_, _, err = chatOnce(t, c, shutKey, "m-shut")
-		apiErr := wantOpenAIError(t, err, http.StatusForbidden, "permission_error", "opens next at")
+		apiErr := wantOpenAIError(t, err, http.StatusTooManyRequests, "usage_limit_reached", "opens next at")
 		next := time.Now().UTC().Truncate(8 * time.Hour).Add(8 * time.Hour)
 		if !strings.Contains(apiErr.Message, next.Format(time.RFC3339)) {
 			t.Errorf("message %q does not name the next opening %s", apiErr.Message, next.Format(time.RFC3339))
 		}
-		ra, _ := strconv.Atoi(apiErr.Response.Header.Get("Retry-After"))
-		if want := int(time.Until(next).Seconds()); ra < want-5 || ra > want+5 {
-			t.Errorf("Retry-After %d, want about %d", ra, want)
+		eh := apiErr.Response.Header
+		if eh.Get("Retry-After") != "" || eh.Get("X-Should-Retry") != "false" || eh.Get("X-Timeblock-Window-Opens") != next.Format(time.RFC3339) {
+			t.Errorf("Retry-After %q, X-Should-Retry %q, X-Timeblock-Window-Opens %q; want none, false, %s",
+				eh.Get("Retry-After"), eh.Get("X-Should-Retry"), eh.Get("X-Timeblock-Window-Opens"), next.Format(time.RFC3339))
 		}
 		_, err = anthropicMessages(c, shutKey).New(ctxT(t), messageParams("m-shut", 2))
-		wantAnthropicError(t, err, http.StatusForbidden, "permission_error", "opens next at")
+		wantAnthropicError(t, err, http.StatusTooManyRequests, "rate_limit_error", "opens next at")
 	})
 
 	t.Run("lanes full then free", func(t *testing.T) {
