@@ -263,7 +263,14 @@ func (s *Service) subscribeResultOf(ctx context.Context, userID, subID string) (
 	if err != nil {
 		return nil, err
 	}
-	return &SubscribeResult{SubscriptionView: v, AmountCharged: charged}, nil
+	res := &SubscribeResult{SubscriptionView: v, AmountCharged: charged}
+	now := s.clock()
+	if mask := MaskOf(sub.Blocks); mask.Has(now.Hour()) {
+		res.WindowOpen = true
+	} else if opens := mask.NextOpen(now); !opens.IsZero() {
+		res.OpensAt = &opens
+	}
+	return res, nil
 }
 
 // FinishIdempotent records the answer of the request under (user, key). A

@@ -57,6 +57,18 @@ func (m HourMask) Hours() []int {
 	return hours
 }
 
+// NextOpen returns the start of the first hour of the set after t's hour,
+// within a day, or zero when the set is empty.
+func (m HourMask) NextOpen(t time.Time) time.Time {
+	start := t.UTC().Truncate(time.Hour)
+	for i := 1; i <= 24; i++ {
+		if c := start.Add(time.Duration(i) * time.Hour); m.Has(c.Hour()) {
+			return c
+		}
+	}
+	return time.Time{}
+}
+
 // MaskOf returns the hours covered by the given blocks.
 func MaskOf(blocks []Block) HourMask {
 	var m HourMask

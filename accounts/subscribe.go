@@ -72,6 +72,11 @@ type TermsVersionData struct {
 type SubscribeResult struct {
 	SubscriptionView
 	AmountCharged string `json:"amountCharged"`
+	// WindowOpen tells whether the hours bought include the current one;
+	// when they do not, OpensAt is when they next begin (a buyer of a
+	// block that is closed now learns when the key starts to work).
+	WindowOpen bool       `json:"windowOpen"`
+	OpensAt    *time.Time `json:"opensAt"`
 }
 
 // MsgNoPaymentMethod is API.md's answer to a subscription without a saved card.

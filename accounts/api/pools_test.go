@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/timeblock/timeblock/accounts"
 	"github.com/timeblock/timeblock/accounts/billing"
@@ -20,7 +21,7 @@ var (
 	blockFields        = []string{"block", "startHour", "endHour", "monthlyPrice", "pricePerDay"}
 	subscriptionFields = []string{"id", "poolId", "poolSlug", "status", "blocks", "quantity", "monthlyPrice", "billingCycle",
 		"cancelAtPeriodEnd", "currentPeriodEnd", "hours", "key", "createdAt"}
-	subscribeFields = append(append([]string{}, subscriptionFields...), "amountCharged")
+	subscribeFields = append(append([]string{}, subscriptionFields...), "amountCharged", "windowOpen", "opensAt")
 	seatFields      = []string{"hour", "slotIndex", "pricePerDay"}
 	subKeyFields    = []string{"id", "apiKey", "isActive"}
 )
@@ -192,6 +193,10 @@ func TestSubscribeHTTP(t *testing.T) {
 		if c := asTime(t, m["createdAt"]); !c.Equal(envStart) {
 			t.Errorf("createdAt %v", c)
 		}
+		// Bought at 09:00 UTC, europe is open now.
+		if m["windowOpen"] != true || m["opensAt"] != nil {
+			t.Errorf("europe bought at 09:00: windowOpen %v, opensAt %v", m["windowOpen"], m["opensAt"])
+		}
 		hours := m["hours"].([]any)
 		if len(hours) != 32 {
 			t.Fatalf("%d hours", len(hours))
@@ -203,6 +208,13 @@ func TestSubscribeHTTP(t *testing.T) {
 			t.Errorf("hours %v … %v", first, last)
 		}
 		subID := m["id"].(string)
+
+		// A block that is closed now says when it opens: asia, at the next midnight.
+		_, lee := e.user("lee@example.test", "pm_card_visa")
+		asia := e.call("POST", path, lee, `{"blocks":["asia"]}`).want(t, 201).object(t, subscribeFields...)
+		if opens := asTime(t, asia["opensAt"]); asia["windowOpen"] != false || !opens.Equal(envStart.Truncate(24*time.Hour).Add(24*time.Hour)) {
+			t.Errorf("asia bought at 09:00: windowOpen %v, opensAt %v", asia["windowOpen"], opens)
+		}
 
 		// Declined card: 402, nothing created.
 		_, poor := e.user("tia@example.test", billing.TestCardDeclined)
