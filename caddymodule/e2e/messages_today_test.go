@@ -59,6 +59,15 @@ func claudeCodeCases(t *testing.T, ms *anthropic.MessageService, viaChat bool) {
 			if err := stream.Err(); err != nil {
 				t.Fatal(err)
 			}
+			if !gjson.Get(body, "thinking").Exists() {
+				// No reasoning asked (Claude Code's session-title request): a text answer.
+				for _, msg := range []*anthropic.Message{resp, &acc} {
+					if len(msg.Content) == 0 || msg.Content[0].Type != "text" || msg.Usage.OutputTokens < 1 {
+						t.Fatalf("via chat %v: content %s", viaChat, msg.RawJSON())
+					}
+				}
+				return
+			}
 			for _, msg := range []*anthropic.Message{resp, &acc} {
 				if len(msg.Content) < 2 || msg.Content[0].Type != "thinking" || msg.Content[0].Signature == "" {
 					t.Fatalf("via chat %v: content %s", viaChat, msg.RawJSON())
