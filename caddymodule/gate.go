@@ -88,6 +88,10 @@ type Gate struct {
 	maxBody int64
 	now     func() time.Time
 	logger  *zap.Logger
+	// unloaded closes when this config is unloaded (its caddy.Context is
+	// done): the lanes streams it serves end then, or they would hold the
+	// old servers open for ever (Caddy's grace period is eternal by default).
+	unloaded <-chan struct{}
 }
 
 // CaddyModule returns the Caddy module information.
@@ -102,6 +106,7 @@ func (Gate) CaddyModule() caddy.ModuleInfo {
 func (g *Gate) Provision(ctx caddy.Context) error {
 	g.logger = ctx.Logger()
 	g.now = time.Now
+	g.unloaded = ctx.Done()
 	if g.LaneWait == 0 {
 		g.LaneWait = caddy.Duration(defaultLaneWait)
 	}

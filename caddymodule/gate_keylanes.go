@@ -19,7 +19,10 @@ package caddymodule
 // change seen here (at once), and when a poll every lanesPoll finds another
 // node's change or a new hour's lanes: on PostgreSQL another node's request
 // shows within lanesPoll plus a count across the nodes (about 2 s). A
-// comment (": ping") goes out every lanesPing.
+// comment (": ping") goes out every lanesPing. A stream ends when the
+// client leaves, when its key is revoked or deleted, when the config that
+// serves it is unloaded (a reload: the client reconnects to the new one),
+// and at the first poll once the process exits.
 
 import (
 	"bytes"
@@ -32,6 +35,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
 	"github.com/timeblock/timeblock/accounts"
@@ -254,6 +258,9 @@ func (g *Gate) serveKeyLanes(w http.ResponseWriter, r *http.Request, format tran
 		return nil
 	}
 	rc := http.NewResponseController(w)
+	// A server's write_timeout is for responses that end; this one runs
+	// until the client leaves.
+	_ = rc.SetWriteDeadline(time.Time{})
 	send := func(b []byte) bool {
 		if _, err := w.Write(b); err != nil {
 			return false
@@ -273,12 +280,19 @@ func (g *Gate) serveKeyLanes(w http.ResponseWriter, r *http.Request, format tran
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-g.unloaded:
+			return nil
 		case <-ping.C:
 			if !send([]byte(": ping\n\n")) {
 				return nil
 			}
 			continue
 		case <-poll.C:
+			if caddy.Exiting() {
+				// The servers wait for every response before the process
+				// exits, and this config is unloaded only after.
+				return nil
+			}
 			now := g.now()
 			fresh, err := g.state.cache.Lookup(ctx, key, now, g.source)
 			switch {

@@ -287,3 +287,23 @@ func TestGateKeyLanesHotPathAllocs(t *testing.T) {
 		t.Errorf("another key watched: %v allocations per request, want 0", n)
 	}
 }
+
+// Unloading the config that serves a stream ends it, so that the old
+// servers can finish shutting down (Caddy waits for every response).
+func TestGateKeyLanesEndsWhenUnloaded(t *testing.T) {
+	f := newGateFixture(t, 0)
+	unloaded := make(chan struct{})
+	f.gate.unloaded = unloaded
+	s := f.openLanes(t, tKey)
+	s.next(t)
+	close(unloaded)
+	select {
+	case err := <-s.done:
+		s.done <- err
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream did not end when its config was unloaded")
+	}
+	if n := f.gate.state.watch.subscribers("key_1"); n != 0 {
+		t.Fatalf("%d subscribers", n)
+	}
+}
