@@ -109,6 +109,18 @@ func TestKeyLanesEndToEnd(t *testing.T) {
 	if ev, _ = nextLanes(t, events, 0, 5*time.Second); ev.Get("inFlight").Raw != "[]" {
 		t.Fatalf("finished: %s", ev.Raw)
 	}
+
+	// Caddy waits for every response before it exits: the open stream must
+	// end at the stop, not hold the process.
+	start := time.Now()
+	c.Stop()
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("caddy took %v to stop with a lanes stream open", took)
+	} else {
+		t.Logf("caddy stopped in %v with a lanes stream open", took)
+	}
+	for range events {
+	}
 }
 
 // On PostgreSQL a stream counts the cluster's lanes: a request on node b
