@@ -55,7 +55,8 @@ const (
 // inference but let through without a lane; the model lists
 // (/v1/models[/{id}]), which it answers itself from the cached entitlement;
 // the key's status (/v1/key), answered from the cached entitlement and the
-// lane registry; and a JSON 404 or 405 for any other path or method, before
+// lane registry; the stream of its lanes in use (/v1/key/lanes,
+// gate_keylanes.go); and a JSON 404 or 405 for any other path or method, before
 // the key is looked at.
 //
 // Placeholders: {timeblock.pool} (pool slug), {timeblock.model},
@@ -87,6 +88,10 @@ type Gate struct {
 	maxBody int64
 	now     func() time.Time
 	logger  *zap.Logger
+	// unloaded closes when this config is unloaded (its caddy.Context is
+	// done): the lanes streams it serves end then, or they would hold the
+	// old servers open for ever (Caddy's grace period is eternal by default).
+	unloaded <-chan struct{}
 }
 
 // CaddyModule returns the Caddy module information.
@@ -101,6 +106,7 @@ func (Gate) CaddyModule() caddy.ModuleInfo {
 func (g *Gate) Provision(ctx caddy.Context) error {
 	g.logger = ctx.Logger()
 	g.now = time.Now
+	g.unloaded = ctx.Done()
 	if g.LaneWait == 0 {
 		g.LaneWait = caddy.Duration(defaultLaneWait)
 	}
@@ -164,13 +170,19 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	if ent == nil {
 		return err
 	}
-	stripCredentials(r.Header)
 	switch ep {
 	case epModels, epModel:
+		stripCredentials(r.Header)
 		return g.serveModels(w, r, ep, modelID, format, ent, now)
 	case epKey:
+		stripCredentials(r.Header)
 		return g.serveKeyStatus(w, r, format, ent, now)
+	case epKeyLanes:
+		key := credential(r) // the stream looks it up again as it runs
+		stripCredentials(r.Header)
+		return g.serveKeyLanes(w, r, format, ent, key, now)
 	}
+	stripCredentials(r.Header)
 
 	sb, err := readBody(r, g.maxBody)
 	// The gate holds the buffer until it hands it to the forwarded body.
@@ -233,8 +245,11 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		return g.clientGone(w, ent)
 	}
 	// However the request ends (done, client gone, upstream error, panic),
-	// the lane goes back to the registry it came from.
-	defer lease.Release()
+	// the lane goes back to the registry it came from, and then the key's
+	// lane streams hear of it (fl is nil, and costs nothing, unless one
+	// watches the key).
+	fl := g.state.watch.admitted(ent.KeyID, adm.Model, ep, now)
+	defer g.state.releaseLane(&lease, fl)
 
 	g.setStanding(w.Header(), ent, &adm, lease.InUse(), now)
 	g.state.metrics.admissions.WithLabelValues(adm.PoolSlug).Inc()

@@ -59,6 +59,7 @@ const (
 	lanelessModels      lanelessEndpoint = iota // GET /v1/models and /v1/models/{id}
 	lanelessCountTokens                         // POST /v1/messages/count_tokens
 	lanelessKeyStatus                           // GET /v1/key
+	lanelessKeyLanes                            // GET /v1/key/lanes
 	numLanelessEndpoints
 )
 
@@ -66,6 +67,7 @@ var lanelessNames = [numLanelessEndpoints]string{
 	lanelessModels:      "models",
 	lanelessCountTokens: "count_tokens",
 	lanelessKeyStatus:   "key",
+	lanelessKeyLanes:    "key_lanes",
 }
 
 // gateMetrics are built once per store with the rest of the gate state, so

@@ -194,7 +194,7 @@ func untilText(d time.Duration) string {
 // insufficient_quota; the endpoints that only report (models, key status)
 // keep 403.
 func (g *Gate) keyDenied(w http.ResponseWriter, ep gateEndpoint, format translate.Format, ent *accounts.Entitlement) error {
-	if ent.DeniedStatus == http.StatusForbidden && ep != epModels && ep != epModel && ep != epKey {
+	if ent.DeniedStatus == http.StatusForbidden && ep != epModels && ep != epModel && ep != epKey && ep != epKeyLanes {
 		return g.usageLimit(w, format, rejectKeyDenied, "payment_past_due", ent.Denied, time.Time{}, ent)
 	}
 	status := ent.DeniedStatus

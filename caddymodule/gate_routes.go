@@ -25,12 +25,14 @@ const (
 	epModels                 // GET .../v1/models: answered by the gate
 	epModel                  // GET .../v1/models/{id}: answered by the gate
 	epKey                    // GET .../v1/key: the key's status, answered by the gate
+	epKeyLanes               // GET .../v1/key/lanes: SSE stream of the key's lanes in use
 )
 
 const (
 	countTokensPath = "/v1/messages/count_tokens"
 	modelsPath      = "/v1/models"
 	keyPath         = "/v1/key"
+	keyLanesPath    = "/v1/key/lanes"
 )
 
 // gateRoute tells the endpoint from the request path; for epModel it also
@@ -54,8 +56,11 @@ func gateRoute(p string) (gateEndpoint, string) {
 	if i := strings.Index(p, modelsPath+"/"); i >= 0 {
 		return epModel, p[i+len(modelsPath)+1:]
 	}
-	if strings.HasSuffix(p, keyPath) {
+	switch {
+	case strings.HasSuffix(p, keyPath):
 		return epKey, ""
+	case strings.HasSuffix(p, keyLanesPath):
+		return epKeyLanes, ""
 	}
 	return epUnknown, ""
 }
@@ -88,14 +93,14 @@ func messagesStyle(r *http.Request) bool {
 
 // allows tells whether the endpoint takes the method.
 func (e gateEndpoint) allows(method string) bool {
-	if e == epModels || e == epModel || e == epKey {
+	if e == epModels || e == epModel || e == epKey || e == epKeyLanes {
 		return method == http.MethodGet || method == http.MethodHead
 	}
 	return method == http.MethodPost
 }
 
 func (e gateEndpoint) allowHeader() string {
-	if e == epModels || e == epModel || e == epKey {
+	if e == epModels || e == epModel || e == epKey || e == epKeyLanes {
 		return "GET, HEAD"
 	}
 	return "POST"
@@ -126,7 +131,8 @@ func (g *Gate) unknownEndpoint(w http.ResponseWriter, r *http.Request, format tr
 		"POST " + prefix + "/v1/responses, " +
 		"GET " + prefix + modelsPath + ", " +
 		"GET " + prefix + modelsPath + "/{model}, " +
-		"GET " + prefix + keyPath
+		"GET " + prefix + keyPath + ", " +
+		"GET " + prefix + keyLanesPath
 	return g.reject(w, format, rejectUnknownEndpoint, http.StatusNotFound, "unknown_endpoint", msg, 0, nil)
 }
 

@@ -23,6 +23,7 @@ type gateState struct {
 	metrics  *gateMetrics
 	guard    *keyGuard    // filter of live keys, throttle of failed checks
 	windows  *windowCache // the window of each key's lanes, for the standing headers
+	watch    *laneWatch   // the streams of GET /v1/key/lanes
 
 	stopInvalidation func()
 	stop, done       chan struct{}
@@ -72,6 +73,7 @@ func newGateState(store gateStore, logger *zap.Logger) (*gateState, error) {
 		lanes:     lanes,
 		lastUsed:  admission.NewBatcher(store, lastUsedInterval, logger.Named("last_used")),
 		windows:   newWindowCache(),
+		watch:     newLaneWatch(),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 		laneCoord: laneCoord,

@@ -1,0 +1,149 @@
+package e2e_test
+
+// End-to-end tests of GET /v1/key/lanes, the SSE stream of a key's lanes in
+// use: on one node, and across two nodes on PostgreSQL.
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/timeblock/timeblock/accounts/postgres/pgtest"
+	"github.com/timeblock/timeblock/caddymodule/e2e"
+)
+
+// lanesEvents opens GET /v1/key/lanes on c with key and returns its events'
+// data as they come; the stream closes when the test ends.
+func lanesEvents(t *testing.T, c *e2e.Caddy, key string) <-chan gjson.Result {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL()+"/v1/key/lanes", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		cancel()
+		resp.Body.Close()
+		t.Fatalf("GET /v1/key/lanes: %s %q", resp.Status, resp.Header.Get("Content-Type"))
+	}
+	events := make(chan gjson.Result, 64)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(events)
+		sc := bufio.NewScanner(resp.Body)
+		name := ""
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: ") && name == "lanes":
+				events <- gjson.Parse(strings.TrimPrefix(line, "data: "))
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		resp.Body.Close()
+		<-done
+	})
+	return events
+}
+
+// nextLanes waits up to within for an event with lanesInUse want, and
+// returns it and how long it took.
+func nextLanes(t *testing.T, events <-chan gjson.Result, want int64, within time.Duration) (gjson.Result, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	timeout := time.After(within)
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatalf("the stream ended while waiting for lanesInUse %d", want)
+			}
+			if ev.Get("lanesInUse").Int() == want {
+				return ev, time.Since(start)
+			}
+			t.Logf("event %s while waiting for lanesInUse %d", ev.Raw, want)
+		case <-timeout:
+			t.Fatalf("no event with lanesInUse %d within %v", want, within)
+		}
+	}
+}
+
+// A stream sees a streaming chat request of its key come and go: 0, 1 with
+// the request's model, endpoint and start, then 0 once the client left.
+func TestKeyLanesEndToEnd(t *testing.T) {
+	c := e2e.Start(t, keyStatusConfig(t, gateOpts{}), e2e.WithEnv(gateSecret))
+	acct := newAccount(t, c)
+	_, key := acct.key(t, acct.subscribe(t, "open", 2))
+
+	events := lanesEvents(t, c, key)
+	ev, _ := nextLanes(t, events, 0, 5*time.Second)
+	if ev.Raw != `{"lanesInUse":0,"lanes":2,"inFlight":[]}` {
+		t.Fatalf("on connect: %s", ev.Raw)
+	}
+	before := time.Now().UTC().Add(-time.Second)
+	stop := holdStream(t, c, key, "m-open")
+	ev, _ = nextLanes(t, events, 1, 5*time.Second)
+	fl := ev.Get("inFlight.0")
+	started, err := time.Parse(time.RFC3339Nano, fl.Get("startedAt").Str)
+	if ev.Get("lanes").Int() != 2 || len(ev.Get("inFlight").Array()) != 1 || fl.Get("model").Str != "m-open" ||
+		fl.Get("endpoint").Str != "/v1/chat/completions" || err != nil || started.Before(before) || started.After(time.Now().Add(time.Second)) {
+		t.Fatalf("admitted: %s", ev.Raw)
+	}
+	stop()
+	if ev, _ = nextLanes(t, events, 0, 5*time.Second); ev.Get("inFlight").Raw != "[]" {
+		t.Fatalf("finished: %s", ev.Raw)
+	}
+
+	// Caddy waits for every response before it exits: the open stream must
+	// end at the stop, not hold the process.
+	start := time.Now()
+	c.Stop()
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("caddy took %v to stop with a lanes stream open", took)
+	} else {
+		t.Logf("caddy stopped in %v with a lanes stream open", took)
+	}
+	for range events {
+	}
+}
+
+// On PostgreSQL a stream counts the cluster's lanes: a request on node b
+// shows on a stream from node a within 3 s (the poll is 2 s), and so does
+// its end.
+func TestKeyLanesAcrossNodes(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	cfg := keyStatusConfig(t, gateOpts{store: "store postgres {$TIMEBLOCK_DSN}"})
+	a := e2e.Start(t, cfg, e2e.WithEnv(gateSecret, "TIMEBLOCK_DSN="+dsn))
+	b := e2e.Start(t, cfg, e2e.WithEnv(gateSecret, "TIMEBLOCK_DSN="+dsn))
+	acct := newAccount(t, a)
+	_, key := acct.key(t, acct.subscribe(t, "open", 3))
+	known(t, key, a, b)
+
+	events := lanesEvents(t, a, key)
+	nextLanes(t, events, 0, 5*time.Second)
+	stop := holdStream(t, b, key, "m-open")
+	ev, took := nextLanes(t, events, 1, 3*time.Second)
+	if ev.Get("inFlight").Raw != "[]" {
+		t.Errorf("node b's request is listed on node a: %s", ev.Raw)
+	}
+	t.Logf("node b's request showed on node a's stream after %v", took)
+	stop()
+	_, took = nextLanes(t, events, 0, 3*time.Second)
+	t.Logf("its end showed after %v", took)
+}
