@@ -124,7 +124,8 @@ func TestKeyLanesEndToEnd(t *testing.T) {
 }
 
 // On PostgreSQL a stream counts the cluster's lanes: a request on node b
-// shows on a stream from node a within 3 s (the poll is 2 s), and so does
+// shows on a stream from node a within 6 s (the poll is 2 s; the bound leaves
+// room for a loaded CI machine), and so does
 // its end.
 func TestKeyLanesAcrossNodes(t *testing.T) {
 	dsn := pgtest.DSN(t)
@@ -138,12 +139,12 @@ func TestKeyLanesAcrossNodes(t *testing.T) {
 	events := lanesEvents(t, a, key)
 	nextLanes(t, events, 0, 5*time.Second)
 	stop := holdStream(t, b, key, "m-open")
-	ev, took := nextLanes(t, events, 1, 3*time.Second)
+	ev, took := nextLanes(t, events, 1, 6*time.Second)
 	if ev.Get("inFlight").Raw != "[]" {
 		t.Errorf("node b's request is listed on node a: %s", ev.Raw)
 	}
 	t.Logf("node b's request showed on node a's stream after %v", took)
 	stop()
-	_, took = nextLanes(t, events, 0, 3*time.Second)
+	_, took = nextLanes(t, events, 0, 6*time.Second)
 	t.Logf("its end showed after %v", took)
 }
