@@ -143,3 +143,22 @@ func TestUsageMeterAllocations(t *testing.T) {
 		t.Errorf("%v allocations per request", n)
 	}
 }
+
+// The cost a request pays: one admitted count and one refusal, from
+// several goroutines, on keys spread over the shards.
+func BenchmarkUsageMeter(b *testing.B) {
+	m := NewUsageMeter((&usageSink{}).write, time.Hour, nil)
+	defer m.Close(context.Background())
+	keys := make([]string, 64)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("key-%d", i)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			m.Admitted(keys[i%len(keys)], usageHour, 31, 50, time.Second)
+			i++
+		}
+	})
+}

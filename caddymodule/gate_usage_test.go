@@ -1,0 +1,101 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/timeblock/timeblock/accounts"
+)
+
+const usageStreamChunk = `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"qwen3-32b","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"},"finish_reason":null}]}`
+
+// The gate counts each key's admitted requests with the tokens the
+// translator saw the upstream report (whole, streamed, and a stream the
+// client cut off), its refusals by reason, and the seconds its lanes were
+// held; one flush writes them.
+func TestGateCountsUsage(t *testing.T) {
+	f := newGateFixture(t, 0)
+	var tick atomic.Int64
+	f.gate.now = func() time.Time { return gateNow.Add(time.Duration(tick.Add(1)) * 100 * time.Millisecond) }
+	tr := &Translate{Upstream: "chat"}
+	if err := tr.Provision(caddy.Context{}); err != nil {
+		t.Fatal(err)
+	}
+	upstream := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		b, _ := io.ReadAll(r.Body)
+		if !strings.Contains(string(b), `"stream":true`) {
+			w.Header().Set("Content-Type", "application/json")
+			_, err := io.WriteString(w, benchCompletion) // 31 in, 50 out
+			return err
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: "+usageStreamChunk+"\n\n")
+		if r.Header.Get("X-Cut") != "" {
+			panic(http.ErrAbortHandler) // what reverse_proxy does when the client left
+		}
+		io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"qwen3-32b","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n")
+		io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"qwen3-32b","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}`+"\n\n")
+		_, err := io.WriteString(w, "data: [DONE]\n\n")
+		return err
+	})
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error { return tr.ServeHTTP(w, r, upstream) })
+
+	must := func(res result, status int) {
+		t.Helper()
+		if res.status != status {
+			t.Fatalf("status %d, want %d: %s", res.status, status, res.body)
+		}
+	}
+	must(f.do(t, chatPath, tKey, chatBody, next), http.StatusOK)
+	must(f.do(t, messagesPath, tKey, messagesBody, next), http.StatusOK)
+	must(f.do(t, chatPath, tKey, `{"model":"qwen3-32b","stream":true,"messages":[{"role":"user","content":"hi"}]}`, next), http.StatusOK)
+	cut := f.request(messagesPath, tKey, `{"model":"qwen3-32b","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	cut.Header.Set("X-Cut", "1")
+	func() {
+		defer func() {
+			if v := recover(); !errors.Is(v.(error), http.ErrAbortHandler) {
+				t.Errorf("recovered %v", v)
+			}
+		}()
+		f.doRequest(t, cut, next)
+	}()
+	must(f.do(t, chatPath, tKey, `{"model":"nope","messages":[]}`, next), http.StatusNotFound)
+	must(f.do(t, chatPath, tEvening, chatBody, next), http.StatusTooManyRequests)
+	must(f.do(t, chatPath, tEvening, chatBody, next), http.StatusTooManyRequests)
+
+	if err := f.gate.state.usage.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	byKey := map[string]accounts.KeyUsage{}
+	f.store.mu.Lock()
+	for _, u := range f.store.usage {
+		if !u.Hour.Equal(gateNow.Truncate(time.Hour)) {
+			t.Errorf("hour %v", u.Hour)
+		}
+		byKey[u.KeyID] = u
+	}
+	f.store.mu.Unlock()
+	k := byKey["key_1"]
+	// Whole: 31 + 31 in, 50 + 50 out; streamed: 5 and 3; cut off: nothing seen yet.
+	if k.Admitted != 4 || k.InputTokens != 67 || k.OutputTokens != 103 || k.Refused["model_not_held"] != 1 || len(k.Refused) != 1 {
+		t.Errorf("key_1 usage = %+v", k)
+	}
+	if k.Seconds <= 0 {
+		t.Errorf("key_1 held its lanes %v s", k.Seconds)
+	}
+	if ev := byKey["key_ev"]; ev.Admitted != 0 || ev.Refused["window_closed"] != 2 {
+		t.Errorf("key_ev usage = %+v", ev)
+	}
+	if f.inUse("key_1") != 0 {
+		t.Error("a lane is still held")
+	}
+}
