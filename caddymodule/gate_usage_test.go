@@ -99,3 +99,54 @@ func TestGateCountsUsage(t *testing.T) {
 		t.Error("a lane is still held")
 	}
 }
+
+// From a messages upstream, a stream the client cut off counts the tokens
+// message_start reported; a whole body counts its cache reads and writes as
+// input.
+func TestGateCountsUsageMessagesUpstream(t *testing.T) {
+	f := newGateFixture(t, 0)
+	tr := &Translate{Upstream: "messages"}
+	if err := tr.Provision(caddy.Context{}); err != nil {
+		t.Fatal(err)
+	}
+	upstream := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		b, _ := io.ReadAll(r.Body)
+		if !strings.Contains(string(b), `"stream":true`) {
+			w.Header().Set("Content-Type", "application/json")
+			_, err := io.WriteString(w, `{"id":"msg_1","type":"message","role":"assistant","model":"qwen3-32b",`+
+				`"content":[{"type":"text","text":"Hi"}],"stop_reason":"end_turn","stop_sequence":null,`+
+				`"usage":{"input_tokens":4,"cache_read_input_tokens":10,"cache_creation_input_tokens":6,"output_tokens":2}}`)
+			return err
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: message_start\ndata: "+`{"type":"message_start","message":{"id":"msg_2","type":"message","role":"assistant",`+
+			`"model":"qwen3-32b","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":12,"output_tokens":1}}}`+"\n\n")
+		io.WriteString(w, "event: content_block_start\ndata: "+`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`+"\n\n")
+		io.WriteString(w, "event: content_block_delta\ndata: "+`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hel"}}`+"\n\n")
+		panic(http.ErrAbortHandler) // the client left
+	})
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error { return tr.ServeHTTP(w, r, upstream) })
+	if res := f.do(t, chatPath, tKey, chatBody, next); res.status != http.StatusOK {
+		t.Fatalf("status %d: %s", res.status, res.body)
+	}
+	func() {
+		defer func() {
+			if v := recover(); !errors.Is(v.(error), http.ErrAbortHandler) {
+				t.Errorf("recovered %v", v)
+			}
+		}()
+		f.do(t, chatPath, tKey, `{"model":"qwen3-32b","stream":true,"messages":[{"role":"user","content":"hi"}]}`, next)
+	}()
+	if err := f.gate.state.usage.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.store.mu.Lock()
+	defer f.store.mu.Unlock()
+	if len(f.store.usage) != 1 {
+		t.Fatalf("usage rows %+v", f.store.usage)
+	}
+	// Whole: 4 + 10 + 6 in, 2 out; cut off: 12 in, 1 out.
+	if u := f.store.usage[0]; u.KeyID != "key_1" || u.Admitted != 2 || u.InputTokens != 32 || u.OutputTokens != 3 {
+		t.Errorf("usage = %+v, want 2 admitted, 32 in, 3 out", u)
+	}
+}
