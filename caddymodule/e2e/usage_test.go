@@ -16,6 +16,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/timeblock/timeblock/accounts/postgres/pgtest"
 	"github.com/timeblock/timeblock/caddymodule/e2e"
 )
 
@@ -138,4 +139,47 @@ func streamMessage(t *testing.T, c *e2e.Caddy, key string) (in, out int64) {
 		t.Fatalf("the stream did not finish: %v", sc.Err())
 	}
 	return in, out
+}
+
+// Two nodes on PostgreSQL add their counts to the same rows.
+func TestKeyUsageAcrossNodes(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	cfg := keyStatusConfig(t, gateOpts{store: "store postgres {$TIMEBLOCK_DSN}"})
+	a := e2e.Start(t, cfg, e2e.WithEnv(gateSecret, "TIMEBLOCK_DSN="+dsn))
+	b := e2e.Start(t, cfg, e2e.WithEnv(gateSecret, "TIMEBLOCK_DSN="+dsn))
+	acct := newAccount(t, a)
+	id, key := acct.key(t, acct.subscribe(t, "open", 2))
+
+	// Until a node has heard of the new key it refuses it as unknown,
+	// which counts against no key.
+	var wantIn, wantOut int64
+	for _, c := range []*e2e.Caddy{a, a, b} {
+		eventually(t, 3*time.Second, "admitted", func() error {
+			resp, _, err := chatOnce(t, c, key, "m-open")
+			if err == nil {
+				wantIn, wantOut = wantIn+resp.Usage.PromptTokens, wantOut+resp.Usage.CompletionTokens
+			}
+			return err
+		})
+	}
+	for _, c := range []*e2e.Caddy{a, b} {
+		if _, _, err := chatOnce(t, c, key, "m-shut"); err == nil {
+			t.Fatal("a model the key does not hold was admitted")
+		}
+	}
+	// Both stop gracefully and write what they counted.
+	a.Stop()
+	b.Stop()
+	a.Start()
+	var admitted, in, out, refused int64
+	for _, r := range acct.api(t, http.MethodGet, "/api/keys/"+id+"/usage", nil).Array() {
+		admitted += r.Get("admitted").Int()
+		in += r.Get("inputTokens").Int()
+		out += r.Get("outputTokens").Int()
+		refused += r.Get("refused.model_not_held").Int()
+	}
+	if admitted != 3 || in != wantIn || out != wantOut || refused != 2 {
+		t.Errorf("usage across nodes: %d admitted, %d/%d tokens, %d model_not_held; want 3, %d/%d, 2",
+			admitted, in, out, refused, wantIn, wantOut)
+	}
 }
