@@ -150,3 +150,19 @@ func TestGateCountsUsageMessagesUpstream(t *testing.T) {
 		t.Errorf("usage = %+v, want 2 admitted, 32 in, 3 out", u)
 	}
 }
+
+// Counting usage costs an admitted or refused request no allocation once
+// its key has counted in the hour.
+func TestUsageAccountingAllocs(t *testing.T) {
+	f := newGateFixture(t, 0)
+	ent := &accounts.Entitlement{KeyID: "key_1"}
+	fb := &forwardedBody{inputTokens: 31, outputTokens: 50}
+	count := func() {
+		f.gate.finishAdmitted(ent.KeyID, "qwen", gateNow, gateNow, fb)
+		f.gate.noteRejection(rejectLanesFull, http.StatusTooManyRequests, ent)
+	}
+	count()
+	if n := testing.AllocsPerRun(100, count); n != 0 {
+		t.Errorf("usage accounting: %v allocations per request, want 0", n)
+	}
+}
