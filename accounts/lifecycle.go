@@ -375,6 +375,11 @@ func (s *Service) RunWorker(ctx context.Context, every time.Duration) {
 					s.logger.Info("billing records pruned", zap.Int("deleted", n))
 				}
 			}
+			if n, err := s.PruneKeyUsage(ctx); err != nil && ctx.Err() == nil {
+				s.logger.Warn("pruning key usage failed: retried next hour", zap.Error(err))
+			} else if n > 0 {
+				s.logger.Info("key usage pruned", zap.Int("hours", n))
+			}
 		}
 		select {
 		case <-ctx.Done():

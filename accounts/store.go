@@ -77,6 +77,14 @@ type Tx interface {
 	TakeSignInToken(tokenHash string) (*SignInToken, error)
 	DeleteSignInTokensExpired(now time.Time) (int, error)
 
+	// Hourly usage of keys (usage.go). AddKeyUsage adds each row's counters
+	// to the stored ones of its (key, hour), creating them when absent;
+	// ListKeyUsage returns a key's hours in [from, to), oldest first;
+	// DeleteKeyUsageBefore removes the hours before t and says how many.
+	AddKeyUsage(rows []KeyUsage) error
+	ListKeyUsage(keyID string, from, to time.Time) ([]KeyUsage, error)
+	DeleteKeyUsageBefore(t time.Time) (int, error)
+
 	// Management keys. Hash is unique.
 	CreateManagementKey(k *ManagementKey) error
 	GetManagementKey(id string) (*ManagementKey, error)

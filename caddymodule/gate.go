@@ -250,6 +250,7 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	// watches the key).
 	fl := g.state.watch.admitted(ent.KeyID, adm.Model, ep, now)
 	defer g.state.releaseLane(&lease, fl)
+	admittedAt := g.now()
 
 	g.setStanding(w.Header(), ent, &adm, lease.InUse(), now)
 	g.state.metrics.admissions.WithLabelValues(adm.PoolSlug).Inc()
@@ -262,10 +263,22 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	publish(r, ent, &adm)
 	fb := setBody(r, sb)
 	sb = nil // held by fb
-	defer fb.release()
+	// Runs before the lane goes back, however the request ends.
+	defer g.finishAdmitted(ent.KeyID, adm.PoolSlug, now, admittedAt, fb)
 	caddyhttp.SetVar(ctx, VarBody, fb)
 	caddyhttp.SetVar(ctx, VarBoost, priority)
 	return next.ServeHTTP(w, r)
+}
+
+// finishAdmitted counts an admitted request's usage in the hour it arrived
+// (at): the tokens the translator saw the upstream report (none without
+// timeblock_translate) and how long it held its lane. Then it releases the
+// forwarded body.
+func (g *Gate) finishAdmitted(keyID, pool string, at, admittedAt time.Time, fb *forwardedBody) {
+	held := g.now().Sub(admittedAt)
+	g.state.usage.Admitted(keyID, at, fb.inputTokens, fb.outputTokens, held)
+	g.state.metrics.laneSeconds.WithLabelValues(pool).Add(held.Seconds())
+	fb.release()
 }
 
 // entitlement checks the request's credential and returns what it may do.
@@ -376,6 +389,7 @@ func (g *Gate) reject(w http.ResponseWriter, format translate.Format, reason rej
 func (g *Gate) clientGone(w http.ResponseWriter, ent *accounts.Entitlement) error {
 	g.state.metrics.rejections[rejectClientGone].Inc()
 	if ent != nil {
+		g.state.usage.Refused(ent.KeyID, g.now(), rejectClientGone.String())
 		g.logger.Debug("client left before admission", zap.String("key_id", ent.KeyID))
 	}
 	w.WriteHeader(499)

@@ -200,6 +200,10 @@ type forwardedBody struct {
 	// twTaken: tw serves a response already (a second translator on the
 	// same request makes its own).
 	twTaken bool
+	// The tokens the upstream reported for the response (input, cached
+	// included, and output), as far as the translator saw them; the gate
+	// counts them in the key's usage.
+	inputTokens, outputTokens int64
 }
 
 // Bytes returns the body as forwarded. It is valid until release.

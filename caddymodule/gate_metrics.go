@@ -75,10 +75,14 @@ var lanelessNames = [numLanelessEndpoints]string{
 // in its own registry.
 type gateMetrics struct {
 	admissions *prometheus.CounterVec
-	rejections [numRejectReasons]prometheus.Counter
-	laneless   [numLanelessEndpoints]prometheus.Counter
-	laneWait   prometheus.Histogram
-	collectors []prometheus.Collector
+	// laneSeconds adds up the time admitted requests held their lane, by
+	// pool: its increase over an hour divided by 3600 is the pool's mean
+	// occupancy in lanes over that hour.
+	laneSeconds *prometheus.CounterVec
+	rejections  [numRejectReasons]prometheus.Counter
+	laneless    [numLanelessEndpoints]prometheus.Counter
+	laneWait    prometheus.Histogram
+	collectors  []prometheus.Collector
 }
 
 func newGateMetrics(lanes *admission.Registry, cache *admission.Cache) *gateMetrics {
@@ -87,6 +91,10 @@ func newGateMetrics(lanes *admission.Registry, cache *admission.Cache) *gateMetr
 		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "admissions_total",
 			Help: "Inference requests admitted, by pool.",
+		}, []string{"pool"}),
+		laneSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "lane_seconds_total",
+			Help: "Seconds admitted requests held a lane, by pool; increase over an hour / 3600 is the mean lanes in use in that hour.",
 		}, []string{"pool"}),
 		laneWait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: ns, Subsystem: sub, Name: "lane_wait_seconds",
@@ -108,7 +116,7 @@ func newGateMetrics(lanes *admission.Registry, cache *admission.Cache) *gateMetr
 	for e := range numLanelessEndpoints {
 		m.laneless[e] = laneless.WithLabelValues(lanelessNames[e])
 	}
-	m.collectors = []prometheus.Collector{m.admissions, rejections, laneless, m.laneWait, &gateCollector{lanes: lanes, cache: cache}}
+	m.collectors = []prometheus.Collector{m.admissions, m.laneSeconds, rejections, laneless, m.laneWait, &gateCollector{lanes: lanes, cache: cache}}
 	return m
 }
 

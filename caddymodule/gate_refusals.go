@@ -66,6 +66,9 @@ func newStaticRefusal(status int, code, msg string) staticRefusal {
 // noteRejection counts a refusal and logs it at debug level.
 func (g *Gate) noteRejection(reason rejectReason, status int, ent *accounts.Entitlement) {
 	g.state.metrics.rejections[reason].Inc()
+	if ent != nil {
+		g.state.usage.Refused(ent.KeyID, g.now(), reason.String())
+	}
 	if ce := g.logger.Check(zap.DebugLevel, "rejected"); ce != nil {
 		keyID := ""
 		if ent != nil {

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,6 +21,7 @@ type gateState struct {
 	cache    *admission.Cache
 	lanes    *admission.Registry
 	lastUsed *admission.Batcher
+	usage    *admission.UsageMeter // usage per key per hour, written every usageInterval
 	metrics  *gateMetrics
 	guard    *keyGuard    // filter of live keys, throttle of failed checks
 	windows  *windowCache // the window of each key's lanes, for the standing headers
@@ -46,7 +48,24 @@ type gateStore interface {
 const (
 	laneSweepInterval = 5 * time.Minute
 	lastUsedInterval  = 5 * time.Second
+	usageInterval     = 30 * time.Second
 )
+
+// usageAdder is a store that takes hourly key usage itself (the tests' fake).
+type usageAdder interface {
+	AddKeyUsage(ctx context.Context, rows []accounts.KeyUsage) error
+}
+
+// usageWriter is how the usage meter writes to store.
+func usageWriter(store gateStore) admission.UsageWriter {
+	switch st := store.(type) {
+	case accounts.Store:
+		return func(ctx context.Context, rows []accounts.KeyUsage) error { return accounts.AddKeyUsage(ctx, st, rows) }
+	case usageAdder:
+		return st.AddKeyUsage
+	}
+	return func(context.Context, []accounts.KeyUsage) error { return nil }
+}
 
 func newGateState(store gateStore, logger *zap.Logger) (*gateState, error) {
 	guard := newKeyGuard(store, logger)
@@ -72,6 +91,7 @@ func newGateState(store gateStore, logger *zap.Logger) (*gateState, error) {
 		cache:     cache,
 		lanes:     lanes,
 		lastUsed:  admission.NewBatcher(store, lastUsedInterval, logger.Named("last_used")),
+		usage:     admission.NewUsageMeter(usageWriter(store), usageInterval, logger.Named("key_usage")),
 		windows:   newWindowCache(),
 		watch:     newLaneWatch(),
 		stop:      make(chan struct{}),
@@ -128,8 +148,8 @@ func (s *gateState) sweep() {
 	}
 }
 
-// close stops the background work and writes the last-use times still
-// pending; the store must still be open.
+// close stops the background work and writes the last-use times and the
+// usage still pending; the store must still be open.
 func (s *gateState) close() error {
 	s.stopInvalidation()
 	close(s.stop)
@@ -137,6 +157,7 @@ func (s *gateState) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := s.lastUsed.Close(ctx)
+	uerr := s.usage.Close(ctx)
 	s.cache.Close()
 	s.guard.close()
 	s.lanes.Close()
@@ -144,7 +165,10 @@ func (s *gateState) close() error {
 		s.laneCoord.Close() // ends the lane session: PostgreSQL frees this node's lanes
 	}
 	if err != nil {
-		return fmt.Errorf("timeblock: writing key last-use times: %w", err)
+		err = fmt.Errorf("timeblock: writing key last-use times: %w", err)
 	}
-	return nil
+	if uerr != nil {
+		err = errors.Join(err, fmt.Errorf("timeblock: writing key usage: %w", uerr))
+	}
+	return err
 }

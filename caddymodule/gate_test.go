@@ -57,7 +57,15 @@ func (s *gateSource) Entitlement(_ context.Context, hash string) (*accounts.Enti
 type gateStoreFake struct {
 	mu         sync.Mutex
 	batches    []accounts.LastUsedBatch
+	usage      []accounts.KeyUsage
 	invalidate func(string)
+}
+
+func (s *gateStoreFake) AddKeyUsage(_ context.Context, rows []accounts.KeyUsage) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.usage = append(s.usage, rows...)
+	return nil
 }
 
 func (s *gateStoreFake) TouchLastUsed(_ context.Context, b accounts.LastUsedBatch) error {

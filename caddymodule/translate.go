@@ -10,11 +10,13 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
 	"github.com/timeblock/timeblock/translate"
@@ -241,6 +243,9 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	// is stopped however the handler ends, or it would flush a response
 	// net/http has already closed, and crash the process.
 	defer tw.endHold()
+	// Also when reverse_proxy panics on a client that left: the tokens
+	// seen until then count.
+	defer tw.noteUsage(fb)
 	err = next.ServeHTTP(tw, r)
 	if ferr := tw.finish(err); ferr != nil && err == nil {
 		err = ferr
@@ -294,8 +299,10 @@ type translateWriter struct {
 	held        []byte // a body held for finish, in heldBuf from bodyPool
 	heldBuf     *[]byte
 	stream      *pooledStream
-	dropped     int // tool calls without a name the stream left out (finish)
-	overflow    bool
+	// inTokens, outTokens: the upstream's usage, read by finish.
+	inTokens, outTokens int64
+	dropped             int // tool calls without a name the stream left out (finish)
+	overflow            bool
 
 	// A stream's headers wait up to headerHold for its first event; mu
 	// keeps the timer's flush apart from that first write and from finish.
@@ -533,6 +540,7 @@ func (tw *translateWriter) finish(nextErr error) error {
 		tw.endHold()
 		st := tw.stream
 		defer func() {
+			tw.inTokens, tw.outTokens, _, _ = st.Usage()
 			tw.dropped = st.DroppedCalls()
 			if cap(st.out) > maxPooledBody {
 				st.out = nil
@@ -576,6 +584,7 @@ func (tw *translateWriter) finish(nextErr error) error {
 		case tw.mode == modeError:
 			body = translate.TranslateErrorBody(tw.client, tw.upstream, status, tw.held, body)
 		default:
+			tw.inTokens, tw.outTokens = upstreamUsage(tw.upstream, tw.held)
 			var terr *translate.Error
 			body, terr = translate.TranslateResponse(tw.client, tw.upstream, tw.held, tw.req, tw.cfg, body)
 			if terr != nil {
@@ -591,6 +600,34 @@ func (tw *translateWriter) finish(nextErr error) error {
 		return err
 	}
 	return nil
+}
+
+// noteUsage leaves the tokens the upstream reported in fb for the gate. A
+// stream that finish did not close (reverse_proxy panicked when the client
+// left) reports what it counted so far.
+func (tw *translateWriter) noteUsage(fb *forwardedBody) {
+	if tw.stream != nil {
+		tw.inTokens, tw.outTokens, _, _ = tw.stream.Usage()
+	}
+	fb.inputTokens, fb.outputTokens = tw.inTokens, tw.outTokens
+}
+
+// upstreamUsage reads the usage of a whole upstream response: input tokens
+// (cached ones included, as a stream's count) and output tokens. gjson
+// skips over the rest of the body without decoding it; the string view of
+// body lives only for this call, and nothing of it is kept.
+func upstreamUsage(upstream translate.Format, body []byte) (input, output int64) {
+	u := gjson.Get(unsafe.String(unsafe.SliceData(body), len(body)), "usage")
+	if !u.IsObject() {
+		return 0, 0
+	}
+	if upstream == translate.Chat {
+		return u.Get("prompt_tokens").Int(), u.Get("completion_tokens").Int()
+	}
+	// Messages (input_tokens leaves out the cache) and Responses (its
+	// input_tokens includes it, and it has no cache fields).
+	return u.Get("input_tokens").Int() + u.Get("cache_read_input_tokens").Int() + u.Get("cache_creation_input_tokens").Int(),
+		u.Get("output_tokens").Int()
 }
 
 func parseTranslate(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {

@@ -148,6 +148,8 @@ func crossCases(w *crossWorld) map[string][]crossCall {
 		},
 		"DELETE /api/keys/{id}": {f("DELETE", "/api/keys/"+w.aKeyID, nil)},
 		"GET /api/keys/{id}":    {f("GET", "/api/keys/"+w.aKeyID, nil)},
+		"GET /api/keys/{id}/{view}": {f("GET", "/api/keys/"+w.aKeyID+"/usage", nil),
+			f("GET", "/api/keys/"+w.aKeyID+"/usage?from=2020-01-01T00:00:00Z&to=2020-01-02T00:00:00Z", nil)},
 
 		"GET /api/keys/management":         {own("GET", "/api/keys/management", nil)},
 		"POST /api/keys/management":        {own("POST", "/api/keys/management", map[string]any{"name": "b-extra"})},
@@ -166,9 +168,10 @@ func crossCases(w *crossWorld) map[string][]crossCall {
 			// B's own combined key, A's subscriptions as members.
 			f("PUT", "/api/meta-keys/"+w.bCombinedID+"/members", map[string]any{"pledgeIds": []string{w.aFree1, w.aFree2}}),
 		},
-		"PATCH /api/meta-keys/{id}":  {f("PATCH", "/api/meta-keys/"+w.aCombinedID, map[string]any{"label": "renamed by b"})},
-		"DELETE /api/meta-keys/{id}": {f("DELETE", "/api/meta-keys/"+w.aCombinedID, nil)},
-		"GET /api/meta-keys/{id}":    {f("GET", "/api/meta-keys/"+w.aCombinedID, nil)},
+		"PATCH /api/meta-keys/{id}":     {f("PATCH", "/api/meta-keys/"+w.aCombinedID, map[string]any{"label": "renamed by b"})},
+		"DELETE /api/meta-keys/{id}":    {f("DELETE", "/api/meta-keys/"+w.aCombinedID, nil)},
+		"GET /api/meta-keys/{id}":       {f("GET", "/api/meta-keys/"+w.aCombinedID, nil)},
+		"GET /api/meta-keys/{id}/usage": {f("GET", "/api/meta-keys/"+w.aCombinedID+"/usage", nil)},
 
 		"GET /api/pools/disclosure": {own("GET", "/api/pools/disclosure", nil)},
 		"GET /api/pools":            {own("GET", "/api/pools", nil)},

@@ -88,6 +88,10 @@ func New(svc *accounts.Service, opts Options) *Handler {
 	// Consumption keys (keys.go).
 	h.route("GET /api/keys", h.listKeys)
 	h.route("GET /api/keys/{id}", h.keyStatus) // keystatus.go
+	// GET /api/keys/{id}/usage (usage.go). {id}/usage would conflict with
+	// management/{id} (neither is more specific for management/usage), so
+	// the last segment is a wildcard that keyView checks.
+	h.route("GET /api/keys/{id}/{view}", h.keyView)
 	h.route("POST /api/keys/subscription", h.createKey)
 	h.route("PUT /api/keys/{id}", h.updateKey)
 	h.route("DELETE /api/keys/{id}", h.deleteKey)
@@ -99,7 +103,8 @@ func New(svc *accounts.Service, opts Options) *Handler {
 
 	// Combined keys (metakeys.go).
 	h.route("GET /api/meta-keys", h.listCombinedKeys)
-	h.route("GET /api/meta-keys/{id}", h.combinedKeyStatus) // keystatus.go
+	h.route("GET /api/meta-keys/{id}", h.combinedKeyStatus)      // keystatus.go
+	h.route("GET /api/meta-keys/{id}/usage", h.combinedKeyUsage) // usage.go
 	h.route("POST /api/meta-keys", h.createCombinedKey)
 	h.route("PATCH /api/meta-keys/{id}/member-roles", h.setMemberRoles)
 	h.route("PUT /api/meta-keys/{id}/members", h.replaceMembers)

@@ -13,7 +13,7 @@ import (
 
 // formatVersion is the layout this build reads and writes. A file written by
 // an older build is migrated at Open; a newer one is refused.
-const formatVersion = 4
+const formatVersion = 5
 
 // Buckets. Entity buckets map an id to its JSON record; the others are
 // indexes that map a unique value (or a composite key) to an id.
@@ -61,6 +61,9 @@ const (
 
 	// Since format 4.
 	bucketSignInTokens = "sign_in_tokens" // token hash → record
+
+	// Since format 5 (usage.go).
+	bucketKeyUsage = "key_usage" // (key id, hour) → counters
 )
 
 const formatKey = "format"
@@ -87,6 +90,7 @@ func migrate(btx *bolt.Tx) error {
 		createIntentBuckets,
 		indexPendingCharges,
 		createSignInBucket,
+		createKeyUsageBucket,
 	}
 	for ; version < formatVersion; version++ {
 		if err := steps[version](btx); err != nil {
@@ -175,6 +179,14 @@ func lastPart(k []byte, prefix []byte) string {
 func createSignInBucket(btx *bolt.Tx) error {
 	if _, err := btx.CreateBucketIfNotExists([]byte(bucketSignInTokens)); err != nil {
 		return fmt.Errorf("create bucket %s: %w", bucketSignInTokens, err)
+	}
+	return nil
+}
+
+// createKeyUsageBucket adds the hourly usage of keys (format 5).
+func createKeyUsageBucket(btx *bolt.Tx) error {
+	if _, err := btx.CreateBucketIfNotExists([]byte(bucketKeyUsage)); err != nil {
+		return fmt.Errorf("create bucket %s: %w", bucketKeyUsage, err)
 	}
 	return nil
 }
