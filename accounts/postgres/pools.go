@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"errors"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/timeblock/timeblock/accounts"
@@ -25,14 +26,24 @@ func (t *tx) UpsertPool(p *accounts.Pool) error {
 	if prices == nil {
 		prices = map[accounts.Block]string{} // nil would be NULL
 	}
-	err := t.execOne(`INSERT INTO pools (`+poolColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+	// ON CONFLICT (id) covers only its arbiter: when two nodes insert the
+	// same new pool at once, the second can still fail on the slug's unique
+	// index. By then the first has committed, so once more takes the update
+	// path; a slug that another pool holds fails again, as it should.
+	var err error
+	for attempt := 0; attempt < 2; attempt++ {
+		err = t.execOne(`INSERT INTO pools (`+poolColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 		ON CONFLICT (id) DO UPDATE SET slug = excluded.slug, model_id = excluded.model_id,
 			model_name = excluded.model_name, description = excluded.description, status = excluded.status,
 			slots = excluded.slots, block_prices = excluded.block_prices, annual_discount = excluded.annual_discount,
 			manual_provisioning = excluded.manual_provisioning, max_output_tokens = excluded.max_output_tokens,
 			updated_at = excluded.updated_at`,
-		p.ID, p.Slug, p.ModelID, p.ModelName, p.Description, p.Status, p.Slots, prices,
-		p.AnnualDiscount, p.ManualProvisioning, p.MaxOutputTokens, ts(p.UpdatedAt))
+			p.ID, p.Slug, p.ModelID, p.ModelName, p.Description, p.Status, p.Slots, prices,
+			p.AnnualDiscount, p.ManualProvisioning, p.MaxOutputTokens, ts(p.UpdatedAt))
+		if !errors.Is(mapErr(err), accounts.ErrConflict) {
+			break
+		}
+	}
 	return wrap(err, "upsert pool %s", p.ID)
 }
 
