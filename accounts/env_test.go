@@ -58,6 +58,31 @@ type recordingNotifier struct {
 	notices []string // subscription ids
 	links   chan signInNotice
 	fail    bool
+	funding []fundingNoticeSeen
+}
+
+// fundingNoticeSeen is a funding notice as the notifier got it.
+type fundingNoticeSeen struct {
+	to     string // the user's id, "operator" for the operator
+	notice accounts.FundingNotice
+}
+
+func (n *recordingNotifier) Funding(_ context.Context, u *accounts.User, fn accounts.FundingNotice) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	to := "operator"
+	if u != nil {
+		to = u.ID
+	}
+	n.funding = append(n.funding, fundingNoticeSeen{to: to, notice: fn})
+	return nil
+}
+
+// FundingNotices returns the funding notices so far.
+func (n *recordingNotifier) FundingNotices() []fundingNoticeSeen {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]fundingNoticeSeen(nil), n.funding...)
 }
 
 type signInNotice struct {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/timeblock/timeblock/accounts/billing"
 )
@@ -41,4 +42,30 @@ func (p *lossyProcessor) Charge(ctx context.Context, req billing.ChargeRequest) 
 		return "", errAnswerLost
 	}
 	return ref, err
+}
+
+// CrashAfterPledgeChargesEnv makes the process kill itself (SIGKILL, as
+// kill -9 does) once that many pledges have been charged at the processor
+// at activation, right after the last charge and before it is recorded:
+// the crash half-way through an activation that the reliability and
+// end-to-end tests restart from (funding.go). Not for production.
+const CrashAfterPledgeChargesEnv = "TIMEBLOCK_TEST_CRASH_AFTER_PLEDGE_CHARGES"
+
+// pledgeCharges counts the pledges charged by this process, for
+// CrashAfterPledgeChargesEnv.
+var pledgeCharges atomic.Int64
+
+// crashAfterPledgeCharge kills the process when CrashAfterPledgeChargesEnv
+// says this charge is the one to die after.
+func crashAfterPledgeCharge() {
+	n, err := strconv.Atoi(os.Getenv(CrashAfterPledgeChargesEnv))
+	if err != nil || n <= 0 {
+		return
+	}
+	if pledgeCharges.Add(1) >= int64(n) {
+		if p, err := os.FindProcess(os.Getpid()); err == nil {
+			_ = p.Kill()
+			select {} // the signal is on its way: record nothing
+		}
+	}
 }

@@ -264,6 +264,11 @@ func (s *Service) subscribeResultOf(ctx context.Context, userID, subID string) (
 		return nil, err
 	}
 	res := &SubscribeResult{SubscriptionView: v, AmountCharged: charged}
+	if sub.Status == SubPledged {
+		// No key and no window until the pool is live (funding.go).
+		res.AmountCharged, res.AmountDue = "0", canonicalAmount(sub.PeriodAmount)
+		return res, nil
+	}
 	now := s.clock()
 	if mask := MaskOf(sub.Blocks); mask.Has(now.Hour()) {
 		res.WindowOpen = true

@@ -55,6 +55,7 @@ const (
 	IntentSubscribe = "subscribe"
 	IntentRetry     = "retry"
 	IntentRenewal   = "renewal" // made by settlement for an abandoned renewal claim
+	// IntentPledge (funding.go) is a pledge charged at activation.
 )
 
 // Charge intent statuses.
@@ -287,6 +288,15 @@ func (s *Service) settleIntent(ctx context.Context, id string, grace time.Durati
 			return nil // finished meanwhile
 		}
 		in = cur
+		if cur.Kind == IntentPledge {
+			sub, err := tx.GetSubscription(cur.SubscriptionID)
+			if err == nil && sub.Status == SubPledged {
+				in = nil
+				return nil // the funding pass finishes it with its key (funding.go)
+			} else if err != nil && !errors.Is(err, ErrNotFound) {
+				return err
+			}
+		}
 		if cur.Kind == IntentSubscribe {
 			sub, err := tx.GetSubscription(cur.SubscriptionID)
 			if err == nil && sub.Status == SubIncomplete && cur.ProcessorRef != "" {

@@ -178,6 +178,8 @@ func keyableSubscription(tx Tx, userID, subscriptionID string) (*Subscription, e
 		return nil, Conflict("subscription %s is past_due: save a working card (POST /api/billing/setup-intent) to settle it, then create its key", sub.ID)
 	case SubCanceled:
 		return nil, Conflict("subscription %s is canceled; subscribe again to get a key", sub.ID)
+	case SubPledged:
+		return nil, Conflict("subscription %s is a pledge: its pool is not live yet. Its key can be created once the pool goes live and the pledge is charged (you are told then)", sub.ID)
 	}
 	return nil, Conflict("subscription %s is %s; only active subscriptions get keys", sub.ID, sub.Status)
 }

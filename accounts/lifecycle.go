@@ -340,9 +340,10 @@ func (s *Service) renew(ctx context.Context, subID string, now time.Time) (dueOu
 	return outcomeRenewed, nil
 }
 
-// RunWorker runs a lifecycle pass and a settlement pass (SettleIntents) at
-// once and then every `every` (default one minute) until ctx is done,
-// logging what each pass did.
+// RunWorker runs a lifecycle pass, a settlement pass (SettleIntents) and a
+// funding pass (RunFunding) at once and then every `every` (default one
+// minute), or sooner when Kick asks, until ctx is done, logging what each
+// pass did.
 func (s *Service) RunWorker(ctx context.Context, every time.Duration) {
 	if every <= 0 {
 		every = time.Minute
@@ -366,6 +367,14 @@ func (s *Service) RunWorker(ctx context.Context, every time.Duration) {
 		case srep.Acted():
 			s.logger.Info("settlement pass", zap.Any("report", srep))
 		}
+		// Funding pools: goals, deadlines, pledges released or charged (funding.go).
+		frep, err := s.RunFunding(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.logger.Warn("funding pass incomplete: the rest is retried next pass", zap.Error(err), zap.Any("report", frep))
+		case frep.Acted():
+			s.logger.Info("funding pass", zap.Any("report", frep))
+		}
 		if time.Since(pruned) >= time.Hour {
 			if n, err := s.PruneBillingRecords(ctx); err != nil && ctx.Err() == nil {
 				s.logger.Warn("pruning billing records failed: retried next pass", zap.Error(err))
@@ -385,6 +394,7 @@ func (s *Service) RunWorker(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-s.kick:
 		}
 	}
 }

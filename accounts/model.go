@@ -103,7 +103,22 @@ type Pool struct {
 	AnnualDiscount     string           // fraction as an exact decimal string, e.g. "0.15"
 	ManualProvisioning bool
 	MaxOutputTokens    int // 0 = no ceiling
-	UpdatedAt          time.Time
+	// FundingGoal is the monthly amount (the sum of pledged monthly prices,
+	// exact decimal) at which a funding pool moves to activating by itself;
+	// "" = no goal (the operator moves it). FundingDeadline: when a funding
+	// pool still below its goal returns to draft, its pledges released;
+	// zero = none (funding.go).
+	FundingGoal     string
+	FundingDeadline time.Time
+	// ConfigStatus is the status the configuration last gave the pool, and
+	// StatusReason what set Status (StatusByConfig until the pool moves at
+	// run time: the operator endpoint, goal reached, deadline passed). Once
+	// it has moved the store holds its state and a reload leaves it
+	// (SyncConfiguredPools).
+	ConfigStatus    string
+	StatusReason    string
+	StatusChangedAt time.Time
+	UpdatedAt       time.Time
 }
 
 // Subscription status values.
@@ -117,6 +132,13 @@ const (
 	// has no key and admits nothing; paid, it becomes active (pending_key
 	// on manual pools); otherwise canceled (subscribe.go).
 	SubIncomplete = "incomplete"
+	// SubPledged is a pledge on a funding (or activating) pool: seats held,
+	// no charge, no key, no admission. When the pool goes active it is
+	// charged once, off-session (funding.go): paid, it becomes active
+	// (pending_key on manual pools); declined, past_due with its grace. A
+	// pledge withdrawn, or released when the pool returns to draft, is
+	// canceled with nothing charged.
+	SubPledged = "pledged"
 )
 
 // Billing cycles.

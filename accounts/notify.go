@@ -22,6 +22,9 @@ type Notifier interface {
 	KeyDelivered(ctx context.Context, user *User, sub *Subscription, pool *Pool) error
 	// SignInLink sends a one-time sign-in link to email.
 	SignInLink(ctx context.Context, email, link string, expires time.Time) error
+	// Funding sends a funding notice (notify_funding.go) to user, or to the
+	// operator when user is nil.
+	Funding(ctx context.Context, user *User, n FundingNotice) error
 }
 
 // LogNotifier writes notices to the log (the default when no mail server is
@@ -65,6 +68,10 @@ type SMTPNotifier struct {
 	From     string // sender address
 	Username string // optional
 	Password string
+	// Operator receives the notices meant for the operator (a funding
+	// goal reached); "" logs them only.
+	Operator string
+	Logger   *zap.Logger // where operator notices go without Operator; nil: nowhere
 }
 
 // KeyDelivered mails the notice to the user.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 )
 
 // PoolView is a pool as GET /api/pools lists it.
@@ -28,6 +29,13 @@ type PoolView struct {
 	AnnualDiscount     json.Number `json:"annualDiscount"`
 	MaxOutputTokens    int         `json:"maxOutputTokens"`
 	Blocks             []BlockView `json:"blocks"`
+	// Funding (funding.go): the goal ("0" when the pool has none), the sum
+	// of the pledges' monthly prices, the deadline (null: none) and the
+	// hour slots pledges hold.
+	FundingGoal     string     `json:"fundingGoal"`
+	FundingPledged  string     `json:"fundingPledged"`
+	FundingDeadline *time.Time `json:"fundingDeadline"`
+	PledgedSlots    int        `json:"pledgedSlots"`
 }
 
 // BlockView is one block a pool sells.
@@ -96,23 +104,35 @@ func (s *Service) Terms() Terms {
 	}
 }
 
-// ListPools returns the active pools, in slug order.
+// ListPools returns the listed pools (every status but draft), in slug
+// order, with their funding figures.
 func (s *Service) ListPools(ctx context.Context) ([]PoolView, error) {
-	var pools []*Pool
+	var views []PoolView
 	err := s.store.View(ctx, func(tx Tx) error {
-		var err error
-		pools, err = tx.ListPools()
-		return err
+		views = views[:0]
+		pools, err := tx.ListPools()
+		if err != nil {
+			return err
+		}
+		sort.Slice(pools, func(i, j int) bool { return pools[i].Slug < pools[j].Slug })
+		for _, p := range pools {
+			if p.Status == PoolDraft {
+				continue
+			}
+			v := poolView(p)
+			if p.Status != PoolActive && p.Status != PoolPaused || p.FundingGoal != "" {
+				f, err := fundingTx(tx, p.ID)
+				if err != nil {
+					return err
+				}
+				f.fill(&v)
+			}
+			views = append(views, v)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list pools: %w", err)
-	}
-	sort.Slice(pools, func(i, j int) bool { return pools[i].Slug < pools[j].Slug })
-	views := make([]PoolView, 0, len(pools))
-	for _, p := range pools {
-		if p.Status == PoolActive {
-			views = append(views, poolView(p))
-		}
 	}
 	return views, nil
 }
@@ -123,19 +143,24 @@ func (s *Service) GetPool(ctx context.Context, idOrSlug string) (*PoolDetail, er
 	var (
 		p     *Pool
 		taken map[Seat]string
+		f     funding
 	)
 	err := s.store.View(ctx, func(tx Tx) error {
 		var err error
 		if p, err = findPoolTx(tx, idOrSlug); err != nil {
 			return err
 		}
-		taken, err = tx.TakenSeats(p.ID)
+		if taken, err = tx.TakenSeats(p.ID); err != nil {
+			return err
+		}
+		f, err = fundingTx(tx, p.ID)
 		return err
 	})
 	if err != nil {
 		return nil, poolError(idOrSlug, err)
 	}
 	d := &PoolDetail{PoolView: poolView(p), HourSlots: make([]HourSlot, 0, hourSlotCount(p))}
+	f.fill(&d.PoolView)
 	for _, b := range Blocks {
 		ppd, err := PricePerDay(p, b)
 		if err != nil {
@@ -195,6 +220,12 @@ func poolView(p *Pool) PoolView {
 		AnnualDiscount:     json.Number(canonicalAmount(orZero(p.AnnualDiscount))),
 		MaxOutputTokens:    p.MaxOutputTokens,
 		Blocks:             []BlockView{},
+		FundingGoal:        canonicalAmount(orZero(p.FundingGoal)),
+		FundingPledged:     "0",
+	}
+	if !p.FundingDeadline.IsZero() {
+		d := p.FundingDeadline
+		v.FundingDeadline = &d
 	}
 	for _, b := range poolBlocks(p) {
 		ppd, err := PricePerDay(p, b)

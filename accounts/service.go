@@ -22,6 +22,8 @@ type Config struct {
 	GracePeriod  time.Duration    // past_due time before cancellation, default 7 days
 	Now          func() time.Time // the clock; tests move it (default time.Now)
 	Logger       *zap.Logger
+	// FundingMetrics counts funding events (funding.go); nil: none.
+	FundingMetrics FundingMetrics
 }
 
 // Service is the account domain: every operation of the account API and the
@@ -40,6 +42,9 @@ type Service struct {
 	now          func() time.Time
 	logger       *zap.Logger
 	mkUsage      usageBatch // management-key last-use times awaiting a batched write (auth.go)
+	// kick asks RunWorker for a pass now (Kick), e.g. after a pool went live.
+	kick           chan struct{}
+	fundingMetrics FundingMetrics
 }
 
 // NewService checks cfg and builds a Service.
@@ -63,6 +68,8 @@ func NewService(cfg Config) (*Service, error) {
 		gracePeriod:  cfg.GracePeriod,
 		now:          cfg.Now,
 		logger:       cfg.Logger,
+		kick:           make(chan struct{}, 1),
+		fundingMetrics: cfg.FundingMetrics,
 	}
 	if s.logger == nil {
 		s.logger = zap.NewNop()

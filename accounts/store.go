@@ -113,6 +113,9 @@ type Tx interface {
 	// CurrentPeriodEnd is at or before t, and past_due ones whose PastDueSince is
 	// at or before pastDueBefore.
 	ListSubscriptionsDue(t, pastDueBefore time.Time) ([]*Subscription, error)
+	// ListSubscriptionsByPool lists the pool's subscriptions in status
+	// (a funding pool's pledges, funding.go).
+	ListSubscriptionsByPool(poolID, status string) ([]*Subscription, error)
 	// TakenSeats returns every held seat of the pool, mapped to its subscription id.
 	TakenSeats(poolID string) (map[Seat]string, error)
 

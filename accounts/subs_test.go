@@ -349,8 +349,7 @@ func TestSubscribeValidation(t *testing.T) {
 			{"billing cycle", "alpha", accounts.SubscribeRequest{Blocks: []string{"asia"}, BillingCycle: "week"}, 400, []string{`"month" or "year"`, `"week"`}},
 			{"stale terms", "alpha", accounts.SubscribeRequest{Blocks: []string{"asia"}, Acknowledgment: &accounts.Acknowledgment{Version: "2020-01"}}, 409, []string{"2020-01", envTerms, "/api/pools/disclosure"}},
 			{"empty terms version", "alpha", accounts.SubscribeRequest{Blocks: []string{"asia"}, Acknowledgment: &accounts.Acknowledgment{}}, 409, []string{envTerms}},
-			{"funding pool", "fund", accounts.SubscribeRequest{Blocks: []string{"asia"}}, 409, []string{"funding", "no charge"}},
-			{"paused pool", "paused", accounts.SubscribeRequest{Blocks: []string{"asia"}}, 409, []string{"paused", "active"}},
+			{"paused pool", "paused", accounts.SubscribeRequest{Blocks: []string{"asia"}}, 409, []string{"paused", "no new subscriptions or pledges", "keep working"}},
 			{"draft pool", "hidden", accounts.SubscribeRequest{Blocks: []string{"asia"}}, 404, []string{"hidden"}},
 			{"unknown pool", "nope", accounts.SubscribeRequest{Blocks: []string{"asia"}}, 404, []string{"nope"}},
 			{"too many seats", "alpha", accounts.SubscribeRequest{Blocks: []string{"asia"}, Quantity: q(3)}, 409, []string{"sold out", "00:00", "07:00"}},
@@ -565,10 +564,11 @@ func TestPoolsView(t *testing.T) {
 		e.pool("hidden", accounts.PoolDraft, 1, false)
 		pools, err := e.svc.ListPools(e.ctx)
 		e.must(err)
-		if len(pools) != 2 || pools[0].Slug != "alpha" || pools[1].Slug != "zeta" {
+		// Funding pools are listed with their figures, drafts never.
+		if len(pools) != 3 || pools[0].Slug != "alpha" || pools[1].Slug != "fund" || pools[2].Slug != "zeta" {
 			t.Fatalf("pools %+v", pools)
 		}
-		z := pools[1]
+		z := pools[2]
 		if z.ID != p.ID || z.ModelID != "model-zeta" || z.ModelName != "Model zeta" || z.Status != "active" || z.TotalSlots != 48 ||
 			z.SeatsPerHour != 2 || z.MinPricePerDay != "80" || !z.ManualProvisioning || z.AnnualDiscount != "0.15" || len(z.Blocks) != 3 ||
 			z.Blocks[1] != (accounts.BlockView{Block: "europe", StartHour: 8, EndHour: 15, MonthlyPrice: "96", PricePerDay: "12"}) {

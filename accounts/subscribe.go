@@ -72,6 +72,9 @@ type TermsVersionData struct {
 type SubscribeResult struct {
 	SubscriptionView
 	AmountCharged string `json:"amountCharged"`
+	// AmountDue is what a pledge will be charged when its pool goes live
+	// (the first period); absent on a purchase.
+	AmountDue string `json:"amountDue,omitempty"`
 	// WindowOpen tells whether the hours bought include the current one;
 	// when they do not, OpensAt is when they next begin (a buyer of a
 	// block that is closed now learns when the key starts to work).
@@ -176,15 +179,17 @@ func soldOutError(p *Pool, quantity int, hours []int) *Error {
 		p.Slug, quantity, strings.Join(names, ", "), p.Slug)
 }
 
-// checkSubscribable returns the 409 for a pool that takes no subscriptions.
+// checkSubscribable returns the 409 for a pool that takes no subscriptions
+// or pledges: an active pool sells, a funding or activating one takes
+// pledges (funding.go).
 func checkSubscribable(p *Pool) error {
 	switch p.Status {
-	case PoolActive:
+	case PoolActive, PoolFunding, PoolActivating:
 		return nil
-	case PoolFunding:
-		return Conflict("pool %s is funding: it takes no charge in this version; subscribe once it is active", p.Slug)
+	case PoolPaused:
+		return Conflict("pool %s is paused: it takes no new subscriptions or pledges for now (existing keys keep working); try again once the operator resumes it", p.Slug)
 	}
-	return Conflict("pool %s is %s; subscriptions open when it is active", p.Slug, p.Status)
+	return Conflict("pool %s is %s; it takes no subscriptions", p.Slug, p.Status)
 }
 
 // Subscribe buys seats on a pool for the user and charges the first period
@@ -275,6 +280,10 @@ func (s *Service) subscribe(ctx context.Context, userID, poolIDOrSlug string, re
 	}
 	if order.amount, err = ChargeAmount(order.monthly, order.cycle, pool.AnnualDiscount); err != nil {
 		return nil, fmt.Errorf("subscribe %s: %w", pool.Slug, err)
+	}
+	if takesPledges(pool) {
+		// Nothing is charged until the pool goes live (funding.go).
+		return s.pledge(ctx, user, pool, order, subID)
 	}
 
 	// 2. The seats, reserved with the charge intent before money moves: a
@@ -542,6 +551,9 @@ func (s *Service) newSubscriptionTx(tx Tx, subID, userID, poolID string, o *subs
 	}
 	if err := checkSubscribable(pool); err != nil {
 		return nil, err
+	}
+	if (status == SubPledged) != takesPledges(pool) {
+		return nil, Conflict("pool %s became %s while your order was placed; nothing was charged or pledged. Look at GET /api/pools/%s and order again", pool.Slug, pool.Status, pool.Slug)
 	}
 	taken, err := tx.TakenSeats(pool.ID)
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // SubscriptionView is a subscription on the wire.
@@ -198,6 +200,9 @@ type CancelResult struct {
 	Canceled         bool      `json:"canceled"`
 	SubscriptionID   string    `json:"subscriptionId"`
 	CurrentPeriodEnd time.Time `json:"currentPeriodEnd"` // the key works until then
+	// Withdrawn says a pledge was canceled at once, nothing charged
+	// (currentPeriodEnd is then the time of the withdrawal).
+	Withdrawn bool `json:"withdrawn,omitempty"`
 }
 
 // cancellable reports whether a cancellation can still be scheduled.
@@ -209,16 +214,35 @@ func cancellable(sub *Subscription) bool {
 	return false
 }
 
-// CancelPledge schedules the cancellation of the user's most recent
-// cancellable subscription on the pool at the end of its current period.
-// The key keeps working until then; nothing is refunded.
+// CancelPledge withdraws the user's most recent pledge on the pool at once
+// (funding.go: seats freed, nothing charged) or, when the user has none,
+// schedules the cancellation of their most recent cancellable subscription
+// on the pool at the end of its current period. The key keeps working
+// until then; nothing is refunded.
 func (s *Service) CancelPledge(ctx context.Context, userID, poolIDOrSlug string) (*CancelResult, error) {
-	var res *CancelResult
+	var (
+		res       *CancelResult
+		withdrawn *Pool
+	)
 	err := s.store.Update(ctx, func(tx Tx) error {
-		res = nil
+		res, withdrawn = nil, nil
 		pool, subs, err := userPoolSubscriptionsTx(tx, userID, poolIDOrSlug)
 		if err != nil {
 			return err
+		}
+		var pledge *Subscription
+		for _, sub := range subs {
+			if sub.Status == SubPledged && (pledge == nil || !sub.CreatedAt.Before(pledge.CreatedAt)) {
+				pledge = sub
+			}
+		}
+		if pledge != nil {
+			now := s.clock()
+			if err := withdrawPledgeTx(tx, pledge, now); err != nil {
+				return err
+			}
+			res, withdrawn = &CancelResult{Canceled: true, SubscriptionID: pledge.ID, CurrentPeriodEnd: now, Withdrawn: true}, pool
+			return nil
 		}
 		var latest *Subscription
 		for _, sub := range subs {
@@ -239,6 +263,13 @@ func (s *Service) CancelPledge(ctx context.Context, userID, poolIDOrSlug string)
 	})
 	if err != nil {
 		return nil, passClientError("cancel pledge", err)
+	}
+	if withdrawn != nil {
+		s.logger.Info("pledge withdrawn", zap.String("user_id", userID), zap.String("subscription_id", res.SubscriptionID), zap.String("pool", withdrawn.Slug))
+		if u, err := s.purchaser(ctx, userID); err == nil {
+			s.notifyFunding(ctx, u, FundingNotice{Kind: NoticePledgeReleased, Pool: withdrawn, SubscriptionID: res.SubscriptionID})
+		}
+		return res, nil
 	}
 	s.publishKeyChange(ctx, userID)
 	return res, nil
@@ -299,6 +330,17 @@ func (s *Service) SetCancelAtPeriodEnd(ctx context.Context, userID, subID string
 		}
 		switch sub.Status {
 		case SubActive, SubPendingKey, SubPastDue:
+		case SubPledged:
+			if !cancel {
+				return Conflict("subscription %s is a pledge: it has no period to renew yet", subID)
+			}
+			// A pledge has no period to finish: it is withdrawn at once.
+			now := s.clock()
+			if err := withdrawPledgeTx(tx, sub, now); err != nil {
+				return err
+			}
+			res = &CancelResult{Canceled: true, SubscriptionID: sub.ID, CurrentPeriodEnd: now, Withdrawn: true}
+			return nil
 		default:
 			return Conflict("subscription %s is %s: only an active, pending_key or past_due subscription can be set to cancel or renew", subID, sub.Status)
 		}

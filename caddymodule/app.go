@@ -82,6 +82,9 @@ type SMTPConfig struct {
 	From     string `json:"from"`
 	Username string `json:"username,omitempty"`
 	Password string `json:"password,omitempty"`
+	// Operator receives the operator's notices (a funding goal reached);
+	// without it they are only logged.
+	Operator string `json:"operator,omitempty"`
 }
 
 // StoreConfig selects and configures the account store.
@@ -170,21 +173,26 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	var notifier accounts.Notifier = accounts.LogNotifier{Logger: a.logger}
 	if a.SMTP != nil {
-		notifier = accounts.SMTPNotifier{Addr: a.SMTP.Addr, From: a.SMTP.From, Username: a.SMTP.Username, Password: a.SMTP.Password}
+		notifier = accounts.SMTPNotifier{Addr: a.SMTP.Addr, From: a.SMTP.From, Username: a.SMTP.Username, Password: a.SMTP.Password,
+			Operator: a.SMTP.Operator, Logger: a.logger}
 	}
 	a.service, err = accounts.NewService(accounts.Config{
-		Store:        sh.gate.announcing(sh.store),
-		Secret:       a.Secret,
-		TermsVersion: a.TermsVersion,
-		Processor:    processor,
-		Notifier:     notifier,
-		SessionTTL:   time.Duration(a.SessionTTL),
-		SignUp:       a.SignUp,
-		GracePeriod:  time.Duration(a.GracePeriod),
-		Logger:       a.logger,
+		Store:          sh.gate.announcing(sh.store),
+		Secret:         a.Secret,
+		TermsVersion:   a.TermsVersion,
+		Processor:      processor,
+		Notifier:       notifier,
+		SessionTTL:     time.Duration(a.SessionTTL),
+		SignUp:         a.SignUp,
+		GracePeriod:    time.Duration(a.GracePeriod),
+		Logger:         a.logger,
+		FundingMetrics: sh.funding,
 	})
 	if err != nil {
 		return fmt.Errorf("timeblock: %w", err)
+	}
+	if err := sh.funding.register(ctx.GetMetricsRegistry(), a.service); err != nil {
+		return fmt.Errorf("timeblock: funding metrics: %w", err)
 	}
 	opts := api.Options{MaxBody: a.MaxRequestBody, Logger: a.logger, Webhook: webhook, ClientAddr: clientAddr,
 		LanesInUse: sh.gate.lanesInUse} // the same count as the gate's GET /v1/key
@@ -287,19 +295,31 @@ func (a *App) Cleanup() error {
 // AccountStore returns the store this app uses.
 func (a *App) AccountStore() accounts.Store { return a.shared.store }
 
-// upsertPools writes the configured pools to the store. Existing
-// subscriptions are never touched: only the pool rows change.
+// upsertPools writes the configured pools to the store and logs what a
+// reload changed. Existing subscriptions are never touched: only the pool
+// rows change, and a pool that has moved at run time keeps its status
+// (accounts.SyncConfiguredPools).
 func (a *App) upsertPools(ctx context.Context) error {
 	now := time.Now().UTC()
-	return a.shared.store.Update(ctx, func(tx accounts.Tx) error {
-		for _, pc := range a.Pools {
-			p := pc.pool(now)
-			if err := tx.UpsertPool(p); err != nil {
-				return fmt.Errorf("pool %s: %w", p.Slug, err)
-			}
+	pools := make([]*accounts.Pool, len(a.Pools))
+	for i, pc := range a.Pools {
+		pools[i] = pc.pool(now)
+	}
+	synced, err := accounts.SyncConfiguredPools(ctx, a.shared.store, pools, now)
+	if err != nil {
+		return err
+	}
+	for _, s := range synced {
+		switch {
+		case s.Kept:
+			a.logger.Warn("pool keeps its status from the store: it has moved since the configuration set it, and a reload never moves it back; change it with POST /timeblock/pools/"+s.Slug+"/status",
+				zap.String("pool", s.Slug), zap.String("status", s.Status), zap.String("caddyfile_status", s.ConfigSays))
+		case !s.New && s.StatusWas != s.Status:
+			a.logger.Info("pool status changed by the configuration", zap.String("pool", s.Slug),
+				zap.String("from", s.StatusWas), zap.String("to", s.Status))
 		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // storeKey identifies a store for the usage pool without putting a password

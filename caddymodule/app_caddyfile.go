@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -42,6 +43,7 @@ func parseAppOptions(d *caddyfile.Dispenser, _ any) (any, error) {
 //			from <address>
 //			username <name>
 //			password <password>
+//			operator <address>
 //		}
 //		billing stripe {
 //			secret_key <sk_live_... | sk_test_... | rk_...>
@@ -60,6 +62,8 @@ func parseAppOptions(d *caddyfile.Dispenser, _ any) (any, error) {
 //			annual_discount <fraction>
 //			manual_provisioning [true|false]
 //			max_output_tokens <n>
+//			funding_goal <monthly amount>
+//			funding_deadline <RFC 3339 time>
 //		}
 //	}
 func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
@@ -147,6 +151,8 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					err = singleArg(d, &a.SMTP.Username)
 				case "password":
 					err = singleArg(d, &a.SMTP.Password)
+				case "operator":
+					err = singleArg(d, &a.SMTP.Operator)
 				default:
 					err = d.Errf("unknown smtp option %q", d.Val())
 				}
@@ -200,6 +206,20 @@ func parsePool(d *caddyfile.Dispenser) (*PoolConfig, error) {
 			err = intArg(d, &p.Slots)
 		case "max_output_tokens":
 			err = intArg(d, &p.MaxOutputTokens)
+		case "funding_goal":
+			err = singleArg(d, &p.FundingGoal)
+			if err == nil {
+				if perr := accounts.CheckFundingGoal(p.FundingGoal); perr != nil {
+					err = d.Errf("pool %s: funding_goal: %v", p.Slug, perr)
+				}
+			}
+		case "funding_deadline":
+			err = singleArg(d, &p.FundingDeadline)
+			if err == nil {
+				if _, perr := time.Parse(time.RFC3339, p.FundingDeadline); perr != nil {
+					err = d.Errf("pool %s: funding_deadline %q is not an RFC 3339 time such as 2027-01-31T00:00:00Z", p.Slug, p.FundingDeadline)
+				}
+			}
 		case "annual_discount":
 			err = singleArg(d, &p.AnnualDiscount)
 			if err == nil {

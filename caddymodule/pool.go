@@ -27,6 +27,12 @@ type PoolConfig struct {
 	AnnualDiscount     string            `json:"annual_discount,omitempty"`
 	ManualProvisioning bool              `json:"manual_provisioning,omitempty"`
 	MaxOutputTokens    int               `json:"max_output_tokens,omitempty"`
+	// FundingGoal is the monthly amount (the sum of pledged monthly prices)
+	// at which a funding pool moves to activating by itself; required with
+	// status funding. FundingDeadline (RFC 3339) returns a funding pool
+	// still below its goal to draft, its pledges released.
+	FundingGoal     string `json:"funding_goal,omitempty"`
+	FundingDeadline string `json:"funding_deadline,omitempty"`
 }
 
 func (p *PoolConfig) provision() {
@@ -88,6 +94,18 @@ func (p *PoolConfig) validate() error {
 	if p.MaxOutputTokens < 0 {
 		return fmt.Errorf("max_output_tokens must not be negative, got %d", p.MaxOutputTokens)
 	}
+	if p.FundingGoal != "" {
+		if err := accounts.CheckFundingGoal(p.FundingGoal); err != nil {
+			return fmt.Errorf("funding_goal: %w", err)
+		}
+	} else if p.Status == accounts.PoolFunding {
+		return errors.New("status funding needs funding_goal <monthly amount>: the sum of pledged monthly prices at which the pool moves to activating")
+	}
+	if p.FundingDeadline != "" {
+		if _, err := time.Parse(time.RFC3339, p.FundingDeadline); err != nil {
+			return fmt.Errorf("funding_deadline %q is not an RFC 3339 time such as 2027-01-31T00:00:00Z", p.FundingDeadline)
+		}
+	}
 	return nil
 }
 
@@ -96,6 +114,10 @@ func (p *PoolConfig) pool(now time.Time) *accounts.Pool {
 	prices := make(map[accounts.Block]string, len(p.Blocks))
 	for b, price := range p.Blocks {
 		prices[accounts.Block(b)] = price
+	}
+	var deadline time.Time
+	if p.FundingDeadline != "" {
+		deadline, _ = time.Parse(time.RFC3339, p.FundingDeadline) // checked by validate
 	}
 	return &accounts.Pool{
 		ID:                 uuid.NewSHA1(poolNamespace, []byte(p.Slug)).String(),
@@ -109,6 +131,8 @@ func (p *PoolConfig) pool(now time.Time) *accounts.Pool {
 		AnnualDiscount:     p.AnnualDiscount,
 		ManualProvisioning: p.ManualProvisioning,
 		MaxOutputTokens:    p.MaxOutputTokens,
+		FundingGoal:        p.FundingGoal,
+		FundingDeadline:    deadline.UTC(),
 		UpdatedAt:          now,
 	}
 }

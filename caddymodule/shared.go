@@ -26,6 +26,8 @@ type shared struct {
 	key   string
 	store accounts.Store
 	gate  *gateState // entitlement cache, lane registry, last-use batcher
+	// funding counts pool moves and pledge charges across reloads.
+	funding *fundingMetrics
 }
 
 // Destruct closes the store when the last config using it is gone.
@@ -43,7 +45,7 @@ func loadShared(ctx caddy.Context, cfg *StoreConfig, logger *zap.Logger) (*share
 		if err != nil {
 			return nil, errors.Join(err, st.Close())
 		}
-		return &shared{key: key, store: st, gate: gate}, nil
+		return &shared{key: key, store: st, gate: gate, funding: newFundingMetrics()}, nil
 	})
 	if err != nil {
 		return nil, err

@@ -22,6 +22,10 @@ func (n linkNotifier) KeyDelivered(context.Context, *accounts.User, *accounts.Su
 	return nil
 }
 
+func (n linkNotifier) Funding(context.Context, *accounts.User, accounts.FundingNotice) error {
+	return nil
+}
+
 func (n linkNotifier) SignInLink(_ context.Context, _, link string, _ time.Time) error {
 	n.links <- link
 	return nil

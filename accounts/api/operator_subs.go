@@ -2,6 +2,8 @@ package api
 
 import (
 	"net/http"
+
+	"github.com/timeblock/timeblock/accounts"
 )
 
 // POST /timeblock/subscriptions/{id}/deliver → {subscription, key,
@@ -19,6 +21,27 @@ func (o *Operator) deliver(w http.ResponseWriter, r *http.Request) error {
 // active → past_due, key suspended.
 func (o *Operator) paymentFailed(w http.ResponseWriter, r *http.Request) error {
 	res, err := o.svc.PaymentFailed(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeData(w, http.StatusOK, res)
+	return nil
+}
+
+// POST /timeblock/pools/{slug}/status {status} → the pool row with
+// previousStatus and changed: the operator moves a pool (accounts/funding.go
+// says which moves are allowed and what they do).
+func (o *Operator) setPoolStatus(w http.ResponseWriter, r *http.Request) error {
+	var body struct {
+		Status *string `json:"status"`
+	}
+	if err := decodeBody(w, r, o.opts.MaxBody, &body, false); err != nil {
+		return err
+	}
+	if body.Status == nil {
+		return accounts.Invalid("status is required: one of draft, funding, activating, active, paused")
+	}
+	res, err := o.svc.SetPoolStatus(r.Context(), r.PathValue("slug"), *body.Status)
 	if err != nil {
 		return err
 	}

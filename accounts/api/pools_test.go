@@ -15,7 +15,8 @@ import (
 
 var (
 	poolFields = []string{"id", "slug", "modelId", "modelName", "description", "status", "totalSlots", "seatsPerHour",
-		"minPricePerDay", "manualProvisioning", "annualDiscount", "maxOutputTokens", "blocks"}
+		"minPricePerDay", "manualProvisioning", "annualDiscount", "maxOutputTokens", "blocks",
+		"fundingGoal", "fundingPledged", "fundingDeadline", "pledgedSlots"}
 	poolDetailFields   = append(append([]string{}, poolFields...), "hourSlots")
 	hourSlotFields     = []string{"id", "hour", "slotIndex", "pricePerDay", "status"}
 	blockFields        = []string{"block", "startHour", "endHour", "monthlyPrice", "pricePerDay"}
@@ -68,7 +69,8 @@ func TestPoolsHTTP(t *testing.T) {
 
 		for _, token := range []string{tok, mkey.APIKey} {
 			pools := e.call("GET", "/api/pools", token, "").want(t, 200).array(t)
-			if len(pools) != 2 || pools[0]["slug"] != "alpha" || pools[1]["slug"] != "beta" {
+			// Funding pools are listed (pledges), drafts never.
+			if len(pools) != 3 || pools[0]["slug"] != "alpha" || pools[1]["slug"] != "beta" || pools[2]["slug"] != "fund" {
 				t.Fatalf("pools %v", pools)
 			}
 		}
@@ -172,7 +174,7 @@ func TestSubscribeHTTP(t *testing.T) {
 		e.call("POST", path, tok, `{"blocks":["asia"],"quantity":21}`).want(t, 400, "between 1 and 20")
 		e.call("POST", path, tok, `{"blocks":["asia"],"billingCycle":"weekly"}`).want(t, 400, "billingCycle")
 		e.call("POST", "/api/pools/nope/subscribe", tok, `{"blocks":["asia"]}`).want(t, 404)
-		e.call("POST", "/api/pools/fund/subscribe", tok, `{"blocks":["asia"]}`).want(t, 409, "funding")
+		e.call("POST", "/api/pools/secret/subscribe", tok, `{"blocks":["asia"]}`).want(t, 404)
 		stale := e.call("POST", path, tok, `{"blocks":["asia"],"acknowledgment":{"version":"2001"}}`).want(t, 409, "2001")
 		if m := stale.object(t, "version"); m["version"] != envTerms {
 			t.Errorf("stale terms data %v", m)

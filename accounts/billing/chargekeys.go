@@ -7,6 +7,7 @@ package billing
 //
 //   - subscribe:<subscription id>, the first period of a purchase;
 //   - renew:<subscription id>:<period start>, one renewal;
+//   - pledge:<subscription id>, a pledge charged when its pool goes live;
 //   - retry:<subscription id>:<charge id>:<payment method id>, a past-due
 //     charge tried on one card (each card once per charge);
 //   - refund:<charge key> and cancel:<charge key>, the refund of a charge
@@ -22,10 +23,15 @@ const (
 	ChargeSubscribe = "subscribe"
 	ChargeRenewal   = "renew"
 	ChargeRetry     = "retry"
+	ChargePledge    = "pledge"
 )
 
 // SubscribeKey is the idempotency key of the first charge of a subscription.
 func SubscribeKey(subID string) string { return ChargeSubscribe + ":" + subID }
+
+// PledgeKey is the idempotency key of the charge of a pledge when its pool
+// goes live (the first period, off-session).
+func PledgeKey(subID string) string { return ChargePledge + ":" + subID }
 
 // RenewalKey is the idempotency key of the renewal of a subscription for the
 // period starting at periodStart.
@@ -47,7 +53,7 @@ func RefundKey(chargeKey string) string { return "refund:" + chargeKey }
 func CancelKey(chargeKey string) string { return "cancel:" + chargeKey }
 
 // ChargeKind returns the kind of charge a charge key names (ChargeSubscribe,
-// ChargeRenewal or ChargeRetry), or "" for anything else.
+// ChargeRenewal, ChargeRetry or ChargePledge), or "" for anything else.
 func ChargeKind(key string) string {
 	kind, _, _ := ParseKey(key)
 	return kind
@@ -59,7 +65,7 @@ func ChargeKind(key string) string {
 func ParseKey(key string) (kind, subID, rest string) {
 	kind, tail, _ := strings.Cut(key, ":")
 	switch kind {
-	case ChargeSubscribe, ChargeRenewal, ChargeRetry:
+	case ChargeSubscribe, ChargeRenewal, ChargeRetry, ChargePledge:
 	default:
 		return "", "", ""
 	}

@@ -58,7 +58,14 @@ type poolRecord struct {
 	AnnualDiscount     string            `json:"annual_discount,omitempty"`
 	ManualProvisioning bool              `json:"manual_provisioning,omitempty"`
 	MaxOutputTokens    int               `json:"max_output_tokens,omitempty"`
-	UpdatedAt          time.Time         `json:"updated_at"`
+	// Funding and run-time state (funding.go): absent in files written
+	// before them, which read as no goal and a status set by the config.
+	FundingGoal     string    `json:"funding_goal,omitempty"`
+	FundingDeadline time.Time `json:"funding_deadline,omitzero"`
+	ConfigStatus    string    `json:"config_status,omitempty"`
+	StatusReason    string    `json:"status_reason,omitempty"`
+	StatusChangedAt time.Time `json:"status_changed_at,omitzero"`
+	UpdatedAt       time.Time `json:"updated_at"`
 }
 
 type subscriptionRecord struct {
@@ -169,6 +176,8 @@ func newPoolRecord(p *accounts.Pool, seq uint64) *poolRecord {
 		ID: p.ID, Seq: seq, Slug: p.Slug, ModelID: p.ModelID, ModelName: p.ModelName, Description: p.Description,
 		Status: p.Status, Slots: p.Slots, AnnualDiscount: p.AnnualDiscount, ManualProvisioning: p.ManualProvisioning,
 		MaxOutputTokens: p.MaxOutputTokens, UpdatedAt: ts(p.UpdatedAt),
+		FundingGoal: p.FundingGoal, FundingDeadline: ts(p.FundingDeadline), ConfigStatus: p.ConfigStatus,
+		StatusReason: p.StatusReason, StatusChangedAt: ts(p.StatusChangedAt),
 	}
 	if len(p.BlockPrices) > 0 {
 		r.BlockPrices = make(map[string]string, len(p.BlockPrices))
@@ -185,6 +194,8 @@ func (r *poolRecord) pool() *accounts.Pool {
 		Status: r.Status, Slots: r.Slots, AnnualDiscount: r.AnnualDiscount, ManualProvisioning: r.ManualProvisioning,
 		MaxOutputTokens: r.MaxOutputTokens, UpdatedAt: r.UpdatedAt.UTC(),
 		BlockPrices: make(map[accounts.Block]string, len(r.BlockPrices)),
+		FundingGoal: r.FundingGoal, FundingDeadline: r.FundingDeadline.UTC(), ConfigStatus: r.ConfigStatus,
+		StatusReason: r.StatusReason, StatusChangedAt: r.StatusChangedAt.UTC(),
 	}
 	for b, price := range r.BlockPrices {
 		p.BlockPrices[accounts.Block(b)] = price

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/timeblock/timeblock/accounts"
@@ -125,6 +126,17 @@ func (t *tx) ListSubscriptionsDue(due, pastDueBefore time.Time) ([]*accounts.Sub
 		}
 	}
 	return subscriptions(matched), nil
+}
+
+// ListSubscriptionsByPool scans every subscription, as ListSubscriptionsDue
+// does: it serves the funding pass and the funding figures of a pool.
+func (t *tx) ListSubscriptionsByPool(poolID, status string) ([]*accounts.Subscription, error) {
+	records, err := scanAll[subscriptionRecord](t, bucketSubs)
+	if err != nil {
+		return nil, fmt.Errorf("list subscriptions of pool %s: %w", poolID, err)
+	}
+	records = slices.DeleteFunc(records, func(r *subscriptionRecord) bool { return r.PoolID != poolID || r.Status != status })
+	return subscriptions(records), nil
 }
 
 func subscriptions(records []*subscriptionRecord) []*accounts.Subscription {

@@ -111,6 +111,12 @@ func (t *tx) ListSubscriptionsByUser(userID string) ([]*accounts.Subscription, e
 	return subs, wrap(err, "list subscriptions of %s", userID)
 }
 
+func (t *tx) ListSubscriptionsByPool(poolID, status string) ([]*accounts.Subscription, error) {
+	subs, err := queryAll(t, scanSubscription,
+		`SELECT `+subscriptionColumns+` FROM subscriptions s WHERE s.pool_id = $1 AND s.status = $2 ORDER BY s.created_at, s.id`, poolID, status)
+	return subs, wrap(err, "list %s subscriptions of pool %s", status, poolID)
+}
+
 func (t *tx) ListSubscriptionsDue(due, pastDueBefore time.Time) ([]*accounts.Subscription, error) {
 	subs, err := queryAll(t, scanSubscription, `SELECT `+subscriptionColumns+` FROM subscriptions s
 		WHERE (s.status IN ($1, $2) AND s.current_period_end <= $3) OR (s.status = $2 AND s.past_due_since <= $4)

@@ -229,13 +229,14 @@ func (p *Processor) customer(ctx context.Context, userID string) (string, error)
 }
 
 // offSession reports whether a charge is made without the user able to
-// authenticate it: renewals ("renew:..." idempotency keys, lifecycle.go) and
+// authenticate it: renewals ("renew:..." idempotency keys, lifecycle.go),
 // past-due retries ("retry:...", made while a card is saved, with no page to
-// run 3-D Secure on). Off session the bank may exempt the charge under the
+// run 3-D Secure on) and pledges charged when their pool goes live
+// ("pledge:...", accounts/funding.go). Off session the bank may exempt the charge under the
 // card's off-session SetupIntent (SaveMethod).
 func offSession(req billing.ChargeRequest) bool {
 	kind := billing.ChargeKind(req.IdempotencyKey)
-	return kind == billing.ChargeRenewal || kind == billing.ChargeRetry
+	return kind == billing.ChargeRenewal || kind == billing.ChargeRetry || kind == billing.ChargePledge
 }
 
 // waitsForCustomer reports whether a charge may wait for the customer's
