@@ -57,17 +57,17 @@ func NewService(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{
-		store:        cfg.Store,
-		sealer:       sl,
-		processor:    cfg.Processor,
-		notifier:     cfg.Notifier,
-		termsVersion: cfg.TermsVersion,
-		sessionTTL:   cfg.SessionTTL,
-		signInTTL:    cfg.SignInTTL,
-		signUp:       cfg.SignUp,
-		gracePeriod:  cfg.GracePeriod,
-		now:          cfg.Now,
-		logger:       cfg.Logger,
+		store:          cfg.Store,
+		sealer:         sl,
+		processor:      cfg.Processor,
+		notifier:       cfg.Notifier,
+		termsVersion:   cfg.TermsVersion,
+		sessionTTL:     cfg.SessionTTL,
+		signInTTL:      cfg.SignInTTL,
+		signUp:         cfg.SignUp,
+		gracePeriod:    cfg.GracePeriod,
+		now:            cfg.Now,
+		logger:         cfg.Logger,
 		kick:           make(chan struct{}, 1),
 		fundingMetrics: cfg.FundingMetrics,
 	}
