@@ -708,6 +708,9 @@ func (s *Service) settlePledge(ctx context.Context, in *ChargeIntent, rep *Fundi
 		})
 		if errors.Is(err, billing.ErrDeclined) {
 			declined, reason, err = true, billing.DeclineReason(err), nil
+			if reason == "" {
+				reason = "the card was declined"
+			}
 		}
 		if _, ok := errors.AsType[*billing.ActionRequiredError](err); ok {
 			// Only on-session charges wait for the customer; a processor

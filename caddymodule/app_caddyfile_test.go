@@ -23,6 +23,8 @@ func TestAppCaddyfile(t *testing.T) {
 			name "Llama 70B"
 			description "fast"
 			status funding
+			funding_goal 1200
+			funding_deadline 2027-03-01T00:00:00Z
 			slots 8
 			block asia 30
 			block europe 40.50
@@ -44,7 +46,7 @@ func TestAppCaddyfile(t *testing.T) {
 	want := `{"store":{"backend":"postgres","dsn":"postgres://tb@db:5432/tb"},"secret":"{env.TIMEBLOCK_SECRET}",` +
 		`"terms_version":"2026-11","pools":[{"slug":"llama","model":"meta-llama/Llama-3.3-70B-Instruct","name":"Llama 70B",` +
 		`"description":"fast","status":"funding","slots":8,"blocks":{"asia":"30","europe":"40.50"},"annual_discount":"0.15",` +
-		`"manual_provisioning":true,"max_output_tokens":4096},{"slug":"small","model":"m","blocks":{"americas":"5"}}],` +
+		`"manual_provisioning":true,"max_output_tokens":4096,"funding_goal":"1200","funding_deadline":"2027-03-01T00:00:00Z"},{"slug":"small","model":"m","blocks":{"americas":"5"}}],` +
 		`"session_ttl":43200000000000,"grace_period":259200000000000,"max_request_body":1048576}`
 	if string(got) != want {
 		t.Errorf("got  %s\nwant %s", got, want)
@@ -74,6 +76,9 @@ func TestAppCaddyfileErrors(t *testing.T) {
 		{"bad discount", "timeblock {\n pool p {\n annual_discount ten\n }\n}", "annual_discount"},
 		{"bad bool", "timeblock {\n pool p {\n manual_provisioning maybe\n }\n}", "is not true or false"},
 		{"unknown pool option", "timeblock {\n pool p {\n gpus 8\n }\n}", `unknown pool option "gpus"`},
+		{"bad funding goal", "timeblock {\n pool p {\n funding_goal lots\n }\n}", "pool p: funding_goal"},
+		{"zero funding goal", "timeblock {\n pool p {\n funding_goal 0\n }\n}", "not a positive monthly amount"},
+		{"bad funding deadline", "timeblock {\n pool p {\n funding_deadline tomorrow\n }\n}", "not an RFC 3339 time"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var app App
@@ -122,6 +127,8 @@ func TestAppValidate(t *testing.T) {
 		{"year under the processor minimum", func(a *App) { a.Pools[0].AnnualDiscount = "0.999" },
 			`pool "p": block asia price: a year of one seat at 10 with annual_discount 0.999 costs 0.12, under 0.50 USD`},
 		{"duplicate pool", func(a *App) { a.Pools = append(a.Pools, a.Pools[0]) }, "defined twice"},
+		{"funding without a goal", func(a *App) { a.Pools[0].Status = "funding" }, "status funding needs funding_goal"},
+		{"bad deadline", func(a *App) { a.Pools[0].FundingDeadline = "2027-13-01" }, "not an RFC 3339 time"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := valid()

@@ -314,7 +314,11 @@ func poolsOnSale(pools []*PoolConfig) string {
 	names := make([]string, 0, len(pools))
 	for _, p := range pools {
 		desc := p.Model
-		if p.Status != "" && p.Status != accounts.PoolActive {
+		switch p.Status {
+		case "", accounts.PoolActive:
+		case accounts.PoolFunding, accounts.PoolActivating:
+			desc += ", " + p.Status + ": taking pledges"
+		default:
 			desc += ", " + p.Status + ": not on sale"
 		}
 		names = append(names, fmt.Sprintf("%s (%s)", p.Slug, desc))

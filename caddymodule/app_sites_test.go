@@ -78,7 +78,7 @@ func TestDescribeServers(t *testing.T) {
 		"messages-style base URL http://localhost:8080/compat",
 		"to a chat upstream at 127.0.0.1:8000",
 		"llama-70b (meta-llama/Llama-3.3-70B-Instruct)",
-		"later (m-later, funding: not on sale)",
+		"later (m-later, funding: taking pledges)",
 	} {
 		if !strings.Contains(line, part) {
 			t.Errorf("line lacks %q:\n%s", part, line)

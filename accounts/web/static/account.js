@@ -67,6 +67,16 @@ function subRow(view, s, combined) {
     }));
     actions.append(btn);
   }
+  if (s.status === 'pledged') {
+    const btn = h('button', { type: 'button', class: 'ghost' }, 'Withdraw pledge');
+    btn.addEventListener('click', () => busy(btn, async () => {
+      const r = await api('POST', `/api/subscriptions/${encodeURIComponent(s.id)}/cancel`);
+      if (!r.ok) return note.show(r.error);
+      announce('Pledge withdrawn: nothing was charged');
+      view.rerender();
+    }));
+    actions.append(btn);
+  }
   if (s.status === 'incomplete') {
     const btn = h('button', { type: 'button', class: 'primary' }, 'Confirm payment');
     btn.addEventListener('click', () => busy(btn, async () => {
@@ -108,6 +118,7 @@ function subRow(view, s, combined) {
     past_due: 'Payment past due: the key is suspended until a new card pays (above).',
     incomplete: 'Waiting for your bank to confirm the payment (3-D Secure). The seats are held for 10 minutes.',
     canceled: 'Ended. Its seats are free again.',
+    pledged: 'Pledged: the seats are held and nothing is charged until the pool goes live; then your card is charged for the first period and you can create the key.',
   }[s.status];
 
   return h('article', { class: 'card sub', dataset: { id: s.id } },
@@ -117,7 +128,7 @@ function subRow(view, s, combined) {
       h('dt', {}, 'Hours'), h('dd', {}, s.blocks.map(blockLabel).join(', ')),
       h('dt', {}, 'Seats'), h('dd', {}, `${s.quantity} per hour (${s.quantity} simultaneous request${s.quantity > 1 ? 's' : ''})`),
       h('dt', {}, 'Price'), h('dd', {}, `${usd(s.monthlyPrice)} / month, billed ${s.billingCycle === 'year' ? 'yearly' : 'monthly'}`),
-      h('dt', {}, s.cancelAtPeriodEnd || s.status === 'canceled' ? 'Ends' : 'Renews'), h('dd', {}, fmtDate(s.currentPeriodEnd)),
+      s.status === 'pledged' ? null : [h('dt', {}, s.cancelAtPeriodEnd || s.status === 'canceled' ? 'Ends' : 'Renews'), h('dd', {}, fmtDate(s.currentPeriodEnd))],
       h('dt', {}, 'Key'), h('dd', {}, keyInfo)),
     state ? h('p', { class: 'notice small' }, state) : null,
     actions, note);

@@ -158,7 +158,7 @@ export function badge(text, kind = '') {
 }
 
 export function statusBadge(status) {
-  const kinds = { active: 'ok', pending_key: 'warn', incomplete: 'warn', past_due: 'bad', canceled: 'off', paused: 'off', funding: 'warn', activating: 'warn' };
+  const kinds = { active: 'ok', pending_key: 'warn', incomplete: 'warn', past_due: 'bad', canceled: 'off', paused: 'off', funding: 'warn', activating: 'warn', pledged: 'warn' };
   return badge(status.replace('_', ' '), kinds[status] || '');
 }
 

@@ -31,6 +31,25 @@ export async function renderPools(ctx, view) {
     poolCard(p, details[i].ok ? freeSeats(details[i].data) : null))));
 }
 
+// pledging reports whether subscribing to the pool records a pledge (charged when it goes live).
+const pledging = (p) => p.status === 'funding' || p.status === 'activating';
+
+// fundingLine shows how far a pool's funding is: pledged of the goal, the deadline.
+function fundingLine(p) {
+  if (!pledging(p)) return null;
+  const goal = Number(p.fundingGoal);
+  const pct = goal > 0 ? Math.min(100, Math.floor((Number(p.fundingPledged) / goal) * 100)) : 0;
+  return h('div', { class: 'funding', dataset: { pledged: p.fundingPledged, goal: p.fundingGoal } },
+    goal > 0 ? h('progress', { max: '100', value: String(pct), 'aria-label': 'Funding progress' }) : null,
+    h('p', { class: 'small' },
+      `${usd(p.fundingPledged)} of ${usd(p.fundingGoal)} a month pledged`, goal > 0 ? ` (${pct}%)` : '',
+      ` · ${p.pledgedSlots} hour slot${p.pledgedSlots === 1 ? '' : 's'} held`,
+      p.fundingDeadline ? ` · until ${when(p.fundingDeadline)}` : '', '. ',
+      p.status === 'activating'
+        ? 'Funded: the model server is being set up; pledges are charged when it goes live.'
+        : 'Pledge seats now: nothing is charged unless the pool goes live.'));
+}
+
 function poolCard(p, free) {
   const rows = p.blocks.map((b) => h('tr', {},
     h('th', { scope: 'row' }, b.block, openNow(b.block) ? badge('open now', 'ok') : null),
@@ -45,10 +64,11 @@ function poolCard(p, free) {
       h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Block'), h('th', { scope: 'col' }, 'Hours'),
         h('th', { scope: 'col', class: 'num' }, 'Seat / month'), h('th', { scope: 'col', class: 'num' }, 'Seats free'))),
       h('tbody', {}, rows)),
+    fundingLine(p),
     h('p', { class: 'small muted' },
       Number(p.annualDiscount) > 0 ? `${Math.round(Number(p.annualDiscount) * 100)}% off when billed yearly. ` : '',
       p.manualProvisioning ? 'Keys are delivered by hand, within 24 hours.' : 'Keys are ready at once.'),
-    h('a', { class: 'button primary', href: `#/pools/${encodeURIComponent(p.slug)}` }, 'View hours & buy'));
+    h('a', { class: 'button primary', href: `#/pools/${encodeURIComponent(p.slug)}` }, pledging(p) ? 'View hours & pledge' : 'View hours & buy'));
 }
 
 export async function renderPoolDetail(ctx, view, slug) {
@@ -61,16 +81,20 @@ export async function renderPoolDetail(ctx, view, slug) {
   const mySeats = seatsOf(mine.ok ? mine.data : []);
 
   const map = h('div', {}, seatMap(pool, mySeats));
+  const funding = h('div', { id: 'pool-funding' }, fundingLine(pool));
   view.fill('pool-detail',
     h('header', { class: 'card-head' }, h('h1', {}, pool.modelName), statusBadge(pool.status)),
     h('p', {}, h('code', {}, pool.modelId), pool.description ? ` — ${pool.description}` : ''),
+    funding,
     openNowText(pool),
     map);
-  // After a purchase the map shows the new seats as yours.
+  document.getElementById('buy-heading').textContent = pledging(pool) ? 'Pledge seats' : 'Buy seats';
+  // After a purchase (or a pledge) the map shows the new seats as yours.
   const refreshMap = async () => {
     const [p, m] = await Promise.all([api('GET', `/api/pools/${encodeURIComponent(slug)}`), api('GET', `/api/pools/${encodeURIComponent(slug)}/my-subscriptions`)]);
     if (!p.ok || !m.ok || view.stale()) return;
     map.replaceChildren(seatMap(p.data, seatsOf(m.data)));
+    funding.replaceChildren(...[fundingLine(p.data)].filter(Boolean));
   };
   view.fill('buy', buyForm(ctx, view, pool, billing, terms, refreshMap));
 }
@@ -119,7 +143,9 @@ function seatMap(pool, mySeats) {
 // ---- Buying ------------------------------------------------------------------
 
 function buyForm(ctx, view, pool, billing, terms, refreshMap) {
-  if (pool.status !== 'active') return h('p', { class: 'empty' }, `This pool is ${pool.status}; it does not take subscriptions now.`);
+  if (pool.status === 'paused') return h('p', { class: 'empty' }, 'This pool is paused: it takes no new subscriptions or pledges for now. Existing keys keep working.');
+  if (pool.status !== 'active' && !pledging(pool)) return h('p', { class: 'empty' }, `This pool is ${pool.status}; it does not take subscriptions now.`);
+  const pledge = pledging(pool);
   const free = freeSeats(pool);
   const note = msg();
   const result = h('div', { id: 'buy-result', 'aria-live': 'polite' });
@@ -132,9 +158,11 @@ function buyForm(ctx, view, pool, billing, terms, refreshMap) {
     const onSaved = (data) => { hasCard = true; billing.paymentMethod = data.paymentMethod; drawCard(false); };
     cardBox.replaceChildren(h('h3', {}, '1. Card'),
       hasCard && !showForm
-        ? h('p', {}, `Paying with ${cardText(billing.paymentMethod)}. `,
+        ? h('p', {}, pledge ? `Charged when the pool goes live: ${cardText(billing.paymentMethod)}. ` : `Paying with ${cardText(billing.paymentMethod)}. `,
           h('button', { type: 'button', id: 'buy-change-card', class: 'link', onclick: () => drawCard(true) }, 'Change card'))
-        : cardForm(ctx, 'card', onSaved, { intro: hasCard ? null : 'Add a card first. It is charged when you buy, and for renewals.' }));
+        : cardForm(ctx, 'card', onSaved, { intro: hasCard ? null : pledge
+          ? 'Add a card first. Nothing is charged now: it is charged when the pool goes live, and for renewals.'
+          : 'Add a card first. It is charged when you buy, and for renewals.' }));
   };
   drawCard(false);
 
@@ -156,7 +184,7 @@ function buyForm(ctx, view, pool, billing, terms, refreshMap) {
   const chargeLabel = h('span');
   const opens = h('ul', { id: 'buy-opens', class: 'small' });
   const termsBox = h('input', { type: 'checkbox', id: 'buy-terms', required: true });
-  const submit = h('button', { type: 'submit', id: 'buy-submit', class: 'primary big' }, 'Buy');
+  const submit = h('button', { type: 'submit', id: 'buy-submit', class: 'primary big' }, pledge ? 'Pledge' : 'Buy');
 
   const form = h('form', { id: 'buy-form', novalidate: true },
     h('fieldset', {}, h('legend', {}, 'Blocks'), checks),
@@ -186,7 +214,10 @@ function buyForm(ctx, view, pool, billing, terms, refreshMap) {
     monthly.dataset.amount = p.monthly;
     charge.textContent = usd(p.charge);
     charge.dataset.amount = p.charge;
-    chargeLabel.textContent = cycle() === 'year' ? 'Charged today, for 12 months: ' : 'Charged today, for the first month: ';
+    chargeLabel.textContent = pledge
+      ? (cycle() === 'year' ? 'Charged when the pool goes live, for 12 months: ' : 'Charged when the pool goes live, for the first month: ')
+      : (cycle() === 'year' ? 'Charged today, for 12 months: ' : 'Charged today, for the first month: ');
+    if (pledge) return opens.replaceChildren(h('li', {}, 'Nothing is charged now. Withdraw the pledge at any time until the pool goes live.'));
     // A chosen block that is closed right now: say when it opens.
     opens.replaceChildren(...chosen().map((b) => {
       const start = BLOCKS.find((x) => x.block === b).start;
@@ -235,6 +266,7 @@ function buyForm(ctx, view, pool, billing, terms, refreshMap) {
 function purchased(ctx, view, sub, result, form, refreshMap) {
   form.hidden = true;
   refreshMap();
+  if (sub.status === 'pledged') return pledged(view, sub, result, refreshMap);
   announce('Subscription bought');
   const next = sub.status === 'pending_key'
     ? h('p', { class: 'notice' }, 'The operator delivers the key for this pool by hand: usually within hours, always within 24 hours. You will get an e-mail; it then shows in Keys.')
@@ -245,6 +277,28 @@ function purchased(ctx, view, sub, result, form, refreshMap) {
       sub.amountCharged ? `; charged ${usd(sub.amountCharged)}` : '', `. Renews on ${fmtDate(sub.currentPeriodEnd)}.`),
     next,
     h('p', {}, h('a', { href: '#/subscriptions' }, 'My subscriptions'), ' · ', h('button', { type: 'button', class: 'link', onclick: () => view.rerender() }, 'Buy more'))));
+}
+
+// pledged shows a recorded pledge: nothing charged, what it will cost, and how to withdraw it.
+function pledged(view, sub, result, refreshMap) {
+  announce('Pledge recorded');
+  const note = msg();
+  const withdraw = h('button', { type: 'button', id: 'pledge-withdraw', class: 'ghost' }, 'Withdraw pledge');
+  withdraw.addEventListener('click', () => busy(withdraw, async () => {
+    const r = await api('DELETE', `/api/pools/${encodeURIComponent(sub.poolSlug)}/pledge`);
+    if (!r.ok) return note.show(r.error);
+    announce('Pledge withdrawn');
+    refreshMap();
+    result.replaceChildren(h('div', { class: 'card' }, h('h3', {}, 'Pledge withdrawn'),
+      h('p', {}, 'Its seats are free again. Nothing was charged.'),
+      h('button', { type: 'button', class: 'link', onclick: () => view.rerender() }, 'Pledge again')));
+  }));
+  result.replaceChildren(h('div', { class: 'card success', id: 'pledge-result' },
+    h('h3', {}, 'Your pledge is recorded'),
+    h('p', {}, `${sub.blocks.join(' + ')} × ${sub.quantity}, ${sub.billingCycle === 'year' ? 'billed yearly' : 'billed monthly'}. `,
+      `Nothing is charged now; when the pool goes live your card is charged ${usd(sub.amountDue)} and you can create your key. We tell you by e-mail.`),
+    h('div', { class: 'row' }, withdraw), note,
+    h('p', {}, h('a', { href: '#/subscriptions' }, 'My subscriptions'))));
 }
 
 function keyStep(sub) {
