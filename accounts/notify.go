@@ -137,14 +137,7 @@ func keyDeliveredMessage(from string, user *User, sub *Subscription, pool *Pool,
 		greeting += " " + name
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "From: %s\r\n", from)
-	fmt.Fprintf(&b, "To: %s\r\n", user.Email)
-	fmt.Fprintf(&b, "Subject: Your key for %s is ready\r\n", poolName)
-	fmt.Fprintf(&b, "Date: %s\r\n", now.Format(time.RFC1123Z))
-	b.WriteString("MIME-Version: 1.0\r\n")
-	b.WriteString("Content-Type: text/plain; charset=utf-8\r\n")
-	b.WriteString("Content-Transfer-Encoding: 8bit\r\n")
-	b.WriteString("\r\n")
+	mailHeader(&b, from, user.Email, "Your key for "+poolName+" is ready", now)
 	fmt.Fprintf(&b, "%s,\r\n\r\n", greeting)
 	fmt.Fprintf(&b, "The key of your subscription %s to %s is ready.\r\n", sub.ID, poolName)
 	fmt.Fprintf(&b, "Seats: %d in %s.\r\n", sub.Quantity, strings.Join(hours, ", "))
@@ -163,20 +156,26 @@ func signInMessage(from, email, link string, expires, now time.Time) ([]byte, er
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "From: %s\r\n", from)
-	fmt.Fprintf(&b, "To: %s\r\n", email)
-	b.WriteString("Subject: Your sign-in link\r\n")
-	fmt.Fprintf(&b, "Date: %s\r\n", now.Format(time.RFC1123Z))
-	b.WriteString("MIME-Version: 1.0\r\n")
-	b.WriteString("Content-Type: text/plain; charset=utf-8\r\n")
-	b.WriteString("Content-Transfer-Encoding: 8bit\r\n")
-	b.WriteString("\r\n")
+	mailHeader(&b, from, email, "Your sign-in link", now)
 	b.WriteString("Hello,\r\n\r\n")
 	b.WriteString("Open this link to sign in to your account:\r\n\r\n")
 	fmt.Fprintf(&b, "%s\r\n\r\n", link)
 	fmt.Fprintf(&b, "It works once, until %s.\r\n", expires.UTC().Format("15:04 UTC on 2 January 2006"))
 	b.WriteString("If you did not ask to sign in, ignore this message: nothing happens without the link.\r\n")
 	return []byte(b.String()), nil
+}
+
+// mailHeader writes the header of a plain-text message and the blank line
+// after it; the callers have checked that from and to are on one line.
+func mailHeader(b *strings.Builder, from, to, subject string, now time.Time) {
+	fmt.Fprintf(b, "From: %s\r\n", from)
+	fmt.Fprintf(b, "To: %s\r\n", to)
+	fmt.Fprintf(b, "Subject: %s\r\n", subject)
+	fmt.Fprintf(b, "Date: %s\r\n", now.Format(time.RFC1123Z))
+	b.WriteString("MIME-Version: 1.0\r\n")
+	b.WriteString("Content-Type: text/plain; charset=utf-8\r\n")
+	b.WriteString("Content-Transfer-Encoding: 8bit\r\n")
+	b.WriteString("\r\n")
 }
 
 // oneLine removes line breaks so a value cannot inject mail headers.

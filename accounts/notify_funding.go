@@ -96,8 +96,13 @@ func fundingMessage(from, to string, user *User, fn FundingNotice, now time.Time
 			"which charges every pledge.", slug, fn.Amount, oneLine(fn.Pool.FundingGoal), slug)
 	case NoticePoolLive:
 		subject = pool + " is live: your key can be created"
-		body = fmt.Sprintf("%s is live. Your pledge %s was charged %s USD for its first period and is now a subscription.\r\n"+
-			"Create its key with POST /api/keys {\"subscriptionId\":\"%s\"} or on your account page.", pool, fn.SubscriptionID, fn.Amount, fn.SubscriptionID)
+		next := fmt.Sprintf("Create its key with POST /api/keys/subscription {\"subscriptionId\":\"%s\"} or on your account page.", fn.SubscriptionID)
+		if fn.Pool.ManualProvisioning {
+			subject = pool + " is live"
+			next = "The operator delivers its key by hand, usually within hours and always within 24 hours; you are told when it is ready."
+		}
+		body = fmt.Sprintf("%s is live. Your pledge %s was charged %s USD for its first period and is now a subscription.\r\n%s",
+			pool, fn.SubscriptionID, fn.Amount, next)
 	case NoticeChargeFailed:
 		subject = "Payment failed for " + pool
 		body = fmt.Sprintf("%s is live, but charging %s USD for your pledge %s failed (%s).\r\n"+
@@ -111,14 +116,7 @@ func fundingMessage(from, to string, user *User, fn FundingNotice, now time.Time
 		greeting += " " + oneLine(user.Name)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "From: %s\r\n", from)
-	fmt.Fprintf(&b, "To: %s\r\n", to)
-	fmt.Fprintf(&b, "Subject: %s\r\n", subject)
-	fmt.Fprintf(&b, "Date: %s\r\n", now.Format(time.RFC1123Z))
-	b.WriteString("MIME-Version: 1.0\r\n")
-	b.WriteString("Content-Type: text/plain; charset=utf-8\r\n")
-	b.WriteString("Content-Transfer-Encoding: 8bit\r\n")
-	b.WriteString("\r\n")
+	mailHeader(&b, from, to, oneLine(subject), now)
 	fmt.Fprintf(&b, "%s,\r\n\r\n%s\r\n", greeting, body)
 	return []byte(b.String()), nil
 }

@@ -145,3 +145,56 @@ func TestLogNotifier(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestSMTPFundingNotices(t *testing.T) {
+	pool := &accounts.Pool{Slug: "kimi", ModelName: "Kimi\r\nBcc: evil@example.test", FundingGoal: "600"}
+	user := &accounts.User{ID: "u1", Email: "wes@example.test", Name: "Wes"}
+	for _, tc := range []struct {
+		kind, to, subject string
+		user              *accounts.User
+		wants             []string
+	}{
+		{accounts.NoticePledgeRecorded, "wes@example.test", "Your pledge for Kimi Bcc: evil@example.test is recorded", user, []string{"Nothing is charged now", "35 USD", "DELETE /api/pools/kimi/pledge"}},
+		{accounts.NoticePledgeReleased, "wes@example.test", "Your pledge for Kimi Bcc: evil@example.test is released", user, []string{"Nothing was charged"}},
+		{accounts.NoticeGoalReached, "ops@example.test", "Funding goal reached: Kimi Bcc: evil@example.test", nil, []string{"/timeblock/pools/kimi/status", `"status":"active"`, "goal 600"}},
+		{accounts.NoticePoolLive, "wes@example.test", "Kimi Bcc: evil@example.test is live: your key can be created", user, []string{"charged 35 USD", "POST /api/keys/subscription"}},
+		{accounts.NoticeChargeFailed, "wes@example.test", "Payment failed for Kimi Bcc: evil@example.test", user, []string{"card declined", "2035-02-08T00:00:00Z", "setup-intent"}},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			srv := startFakeSMTP(t)
+			n := accounts.SMTPNotifier{Addr: srv.addr, From: "keys@timeblock.test", Operator: "ops@example.test"}
+			err := n.Funding(context.Background(), tc.user, accounts.FundingNotice{Kind: tc.kind, Pool: pool, SubscriptionID: "sub-1",
+				Amount: "35", Reason: "card declined", GraceEnds: time.Date(2035, 2, 8, 0, 0, 0, 0, time.UTC)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var msg smtpMessage
+			select {
+			case msg = <-srv.got:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no message reached the server")
+			}
+			hdr, err := textproto.NewReader(bufio.NewReader(strings.NewReader(msg.data))).ReadMIMEHeader()
+			if err != nil {
+				t.Fatalf("headers: %v\n%s", err, msg.data)
+			}
+			if msg.to != tc.to || hdr.Get("Subject") != tc.subject || hdr.Get("Bcc") != "" {
+				t.Errorf("to %q, headers %v", msg.to, hdr)
+			}
+			for _, want := range tc.wants {
+				if !strings.Contains(msg.data, want) {
+					t.Errorf("message lacks %q:\n%s", want, msg.data)
+				}
+			}
+		})
+	}
+	// Without an operator address, the operator's notice is logged.
+	core, logs := observer.New(zap.InfoLevel)
+	n := accounts.SMTPNotifier{Addr: "127.0.0.1:1", From: "keys@timeblock.test", Logger: zap.New(core)}
+	if err := n.Funding(context.Background(), nil, accounts.FundingNotice{Kind: accounts.NoticeGoalReached, Pool: pool, Amount: "640"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := logs.FilterMessage("notice: goal reached").All(); len(got) != 1 || got[0].ContextMap()["to"] != "operator" {
+		t.Errorf("logged %+v", logs.All())
+	}
+}

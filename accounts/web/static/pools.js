@@ -287,6 +287,11 @@ function pledged(view, sub, result, refreshMap) {
   withdraw.addEventListener('click', () => busy(withdraw, async () => {
     const r = await api('DELETE', `/api/pools/${encodeURIComponent(sub.poolSlug)}/pledge`);
     if (!r.ok) return note.show(r.error);
+    if (!r.data.withdrawn) {
+      // The pool went live first: the pledge was charged and is a subscription now.
+      withdraw.hidden = true;
+      return note.show(`The pool went live before you withdrew: your pledge was charged and is now a subscription, set to end on ${fmtDate(r.data.currentPeriodEnd)}. Manage it in My subscriptions.`, 'warn');
+    }
     announce('Pledge withdrawn');
     refreshMap();
     result.replaceChildren(h('div', { class: 'card' }, h('h3', {}, 'Pledge withdrawn'),
