@@ -279,3 +279,16 @@ func CheckAnnualPrice(price, annualDiscount string) error {
 	}
 	return nil
 }
+
+// CheckAnnualDiscount checks a configured annual discount: a plain decimal
+// fraction below 1 ("0", "0.15").
+func CheckAnnualDiscount(discount string) error {
+	d, err := parseAmount(discount)
+	if err != nil {
+		return err
+	}
+	if d.Cmp(big.NewRat(1, 1)) >= 0 {
+		return fmt.Errorf("%s is not a fraction below 1 such as 0.15", discount)
+	}
+	return nil
+}

@@ -105,7 +105,7 @@ func (App) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision fills defaults, opens (or reuses) the store and upserts the pools.
+// Provision fills defaults and opens (or reuses) the store; Start writes the pools.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.ctx = ctx
 	a.logger = ctx.Logger()
@@ -153,12 +153,6 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	a.shared = sh
-
-	upsertCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := a.upsertPools(upsertCtx); err != nil {
-		return fmt.Errorf("timeblock: saving pools: %w", err)
-	}
 
 	var (
 		processor billing.Processor // nil: the built-in test processor
@@ -251,8 +245,17 @@ func (a *App) Validate() error {
 // and new configs' workers may overlap briefly; the store makes each period
 // end be handled exactly once, so that is harmless.
 func (a *App) Start() error {
+	// The pools are written here rather than in Provision, so that `caddy
+	// validate` (which provisions) writes nothing to the store.
+	upsertCtx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
+	err := a.upsertPools(upsertCtx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("timeblock: saving pools: %w", err)
+	}
 	a.logStartup()
-	ctx, cancel := context.WithCancel(context.Background())
+	// The worker stops with this config's context too (Stop cancels it first).
+	ctx, cancel := context.WithCancel(a.ctx)
 	a.stopWorker = cancel
 	a.workerDone = make(chan struct{})
 	go func() {

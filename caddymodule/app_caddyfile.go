@@ -223,7 +223,7 @@ func parsePool(d *caddyfile.Dispenser) (*PoolConfig, error) {
 		case "annual_discount":
 			err = singleArg(d, &p.AnnualDiscount)
 			if err == nil {
-				if _, perr := parseDecimal(p.AnnualDiscount); perr != nil {
+				if perr := accounts.CheckAnnualDiscount(p.AnnualDiscount); perr != nil {
 					err = d.Errf("annual_discount: %v", perr)
 				}
 			}

@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"errors"
 	"fmt"
-	"math/big"
 	"time"
 
 	"github.com/google/uuid"
@@ -76,12 +75,8 @@ func (p *PoolConfig) validate() error {
 			return fmt.Errorf("block %s price: %w", b, err)
 		}
 	}
-	d, err := parseDecimal(p.AnnualDiscount)
-	if err != nil {
+	if err := accounts.CheckAnnualDiscount(p.AnnualDiscount); err != nil {
 		return fmt.Errorf("annual_discount: %w", err)
-	}
-	if d.Cmp(big.NewRat(1, 1)) >= 0 {
-		return fmt.Errorf("annual_discount must be a fraction below 1, got %s", p.AnnualDiscount)
 	}
 	// A discount close to 1 can bring a year under the processor's minimum.
 	for _, b := range accounts.Blocks {
@@ -135,21 +130,4 @@ func (p *PoolConfig) pool(now time.Time) *accounts.Pool {
 		FundingDeadline:    deadline.UTC(),
 		UpdatedAt:          now,
 	}
-}
-
-// parseDecimal accepts a plain non-negative decimal such as "40" or "12.50".
-func parseDecimal(s string) (*big.Rat, error) {
-	if s == "" {
-		return nil, errors.New("empty number")
-	}
-	for i, c := range s {
-		if (c < '0' || c > '9') && !(c == '.' && i > 0 && i < len(s)-1) {
-			return nil, fmt.Errorf("%q is not a plain decimal number such as 40 or 12.50", s)
-		}
-	}
-	r, ok := new(big.Rat).SetString(s)
-	if !ok {
-		return nil, fmt.Errorf("%q is not a plain decimal number such as 40 or 12.50", s)
-	}
-	return r, nil
 }
