@@ -1,18 +1,23 @@
 package translate
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
 )
 
-// The single-pass walk (walk.go) must not change what a request becomes:
-// each FuzzWalk* target runs one pair of formats through today's code and
-// through the code before the walk (walk_ref_test.go, generated from
-// f786ef7) and wants the same bytes, the same Request and the same error,
-// for every configuration of that upstream, and the same verdict from the
-// validator alone.
+// The single-pass walk (walk.go) was checked against the readers before it
+// (f786ef7) by differential fuzzing; what those readers made of every body
+// in testdata/walk is the golden corpus (walk_golden_test.go) now. Each
+// FuzzWalk* target fuzzes one pair of formats from that corpus and checks
+// what holds of any body, for every configuration of that upstream:
+// translating never panics; an error is a 4xx with a message, and leaves
+// the buffer as it was; a translation is one JSON object appended to the
+// buffer, the same on every run and whatever the buffer held; what the
+// gate checked (TranslateValidRequest) translates as what it did not; and
+// a body the validator alone refuses is refused.
 
 func FuzzWalkChatPass(f *testing.F)       { fuzzWalk(f, Chat, Chat) }
 func FuzzWalkMessagesPass(f *testing.F)   { fuzzWalk(f, Messages, Messages) }
@@ -20,13 +25,12 @@ func FuzzWalkMessagesToChat(f *testing.F) { fuzzWalk(f, Messages, Chat) }
 func FuzzWalkChatToMessages(f *testing.F) { fuzzWalk(f, Chat, Messages) }
 
 func fuzzWalk(f *testing.F, client, up Format) {
-	seedFiles(f, "requests/*.in.json")
-	seedClientBodies(f)
-	for _, c := range refusedShapes[client] {
-		f.Add([]byte(c.body))
-	}
-	for _, b := range acceptedShapes[client] {
-		f.Add([]byte(b))
+	for _, name := range walkGoldenFiles(f) {
+		_, body, err := walkBody(parseWalkGolden(readFile(f, name)))
+		if err != nil {
+			f.Fatalf("%s: %v", name, err)
+		}
+		f.Add(body)
 	}
 	for _, n := range []int{1 << 10, 4 << 10} {
 		f.Add(history(client, n))
@@ -38,59 +42,59 @@ func fuzzWalk(f *testing.F, client, up Format) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		for _, cfg := range cfgs {
-			checkWalk(t, client, cfg, body)
-		}
+		var verr *Error
 		if s := trimJSON(string(body)); isObj(s) && gjson.Valid(s) {
-			got, want := validateBody(client, s), oldValidateBody(client, s)
-			if !sameError(got, want) {
-				t.Fatalf("validator: %v, want %v\n%s", got, want, body)
-			}
+			verr = validateBody(client, s)
+		}
+		for _, cfg := range cfgs {
+			checkWalk(t, client, cfg, body, verr)
 		}
 	})
 }
 
-// checkWalk compares one translation with the reference.
-func checkWalk(t *testing.T, client Format, cfg *Config, body []byte) {
+// checkWalk checks one translation of body by what holds of any body;
+// verr is the validator's verdict on it.
+func checkWalk(t *testing.T, client Format, cfg *Config, body []byte, verr *Error) {
 	t.Helper()
-	for _, valid := range []bool{false, true} {
-		if valid && !gjson.ValidBytes(body) {
-			continue // TranslateValidRequest wants what the gate checked
-		}
-		out, req, err := translateRequest(client, body, cfg, nil, valid)
-		wout, wreq, werr := oldTranslateRequest(client, body, cfg, nil, valid)
-		if string(out) != string(wout) || req != wreq || !sameError(err, werr) {
-			t.Fatalf("%v -> %v (%+v, valid %v):\n got %s %+v %v\nwant %s %+v %v\nbody %s",
-				client, cfg.Upstream, *cfg, valid, out, req, err, wout, wreq, werr, body)
-		}
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("%v -> %v (%+v): "+format+"\nbody %s", append(append([]any{client, cfg.Upstream, *cfg}, args...), body)...)
 	}
-}
-
-// oldTranslateRequest is translateRequest with the readers at f786ef7.
-func oldTranslateRequest(client Format, body []byte, cfg *Config, buf []byte, checked bool) ([]byte, Request, *Error) {
-	s, err := checkRequest(body, cfg, checked)
+	out, req, err := translateRequest(client, body, cfg, nil, false)
 	if err != nil {
-		return buf, Request{}, err
+		if err.Status < 400 || err.Status > 499 || err.Message == "" {
+			fail("error %+v: want a 4xx with a message", *err)
+		}
+		if len(out) != 0 || req != (Request{}) {
+			fail("error %v, and %s %+v", err, out, req)
+		}
+	} else {
+		if verr != nil {
+			fail("the validator refuses (%v), the translation does not:\n%s", verr, out)
+		}
+		if s := trimJSON(string(out)); !isObj(s) || !gjson.Valid(s) || len(s) != len(out) {
+			fail("not one JSON object: %s", out)
+		}
 	}
-	mark := len(buf)
-	var (
-		out []byte
-		req Request
-	)
-	switch {
-	case client == Messages && cfg.Upstream == Chat:
-		out, req, err = oldMessagesToChat(buf, s, cfg)
-	case client == Chat && cfg.Upstream == Messages:
-		out, req, err = oldChatToMessages(buf, s, cfg)
-	case client == Chat || client == Messages:
-		out, req, err = oldPassRequest(client, buf, s, cfg)
-	default:
-		out, req, err = responsesRequest(buf, s, cfg)
+	same := func(what string, o []byte, r Request, e *Error) {
+		t.Helper()
+		if string(o) != string(out) || r != req || !sameError(e, err) {
+			fail("%s:\n got %s %+v %v\nwant %s %+v %v", what, o, r, e, out, req, err)
+		}
 	}
-	if err != nil {
-		return buf[:mark], Request{}, err
+	o, r, e := translateRequest(client, body, cfg, nil, false)
+	same("translated again", o, r, e)
+	prefix := []byte("prefix")
+	o, r, e = translateRequest(client, body, cfg, prefix[:len(prefix):len(prefix)], false)
+	if p, ok := bytes.CutPrefix(o, prefix); !ok {
+		fail("the buffer's %q became %q", prefix, o)
+	} else {
+		same("after a prefix", p, r, e)
 	}
-	return out, req, nil
+	if gjson.ValidBytes(body) { // TranslateValidRequest wants what the gate checked
+		o, r, e = translateRequest(client, body, cfg, nil, true)
+		same("checked", o, r, e)
+	}
 }
 
 func sameError(a, b *Error) bool {
@@ -100,26 +104,16 @@ func sameError(a, b *Error) bool {
 	return *a == *b
 }
 
-func oldValidateBody(f Format, s string) *Error {
-	it, _ := objIter(s)
-	for {
-		k, v, ok := it.next()
-		if !ok {
-			return nil
-		}
-		if err := oldValidateMember(f, k, v); err != nil {
-			return err
-		}
-	}
-}
-
-// TestWalkHistory: the benchmark's histories, and the captured clients'
-// bodies, every pair and configuration, as the reference reads them.
+// TestWalkHistory: the benchmark's histories, every pair and
+// configuration, by the fuzzers' checks (their answers are in the golden
+// corpus).
 func TestWalkHistory(t *testing.T) {
 	for _, client := range []Format{Chat, Messages} {
 		for _, n := range []int{0, 2 << 10, 20 << 10} {
+			b := history(client, n)
+			verr := validateBody(client, string(b))
 			for i := range fuzzConfigs {
-				checkWalk(t, client, &fuzzConfigs[i], history(client, n))
+				checkWalk(t, client, &fuzzConfigs[i], b, verr)
 			}
 		}
 	}
