@@ -190,7 +190,7 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 		fb.replace(r, out)
 	}
 	r.URL.Path, r.URL.RawPath = t.Path, ""
-	translateHeaders(r, client, t.cfg.Upstream)
+	translate.DropRequestHints(r, client, t.cfg.Upstream)
 
 	tw := fb.writer()
 	*tw = translateWriter{
@@ -202,8 +202,8 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	}
 	// The response is read and rewritten here, so it must come uncompressed.
 	fb.hdr.set(r.Header, "Accept-Encoding", "identity")
-	if t.cfg.Upstream == translate.Messages && headerValue(r.Header, "Anthropic-Version") == "" {
-		fb.hdr.set(r.Header, "Anthropic-Version", "2023-06-01")
+	if t.cfg.Upstream == translate.Messages && headerValue(r.Header, translate.MessagesVersionHeader) == "" {
+		fb.hdr.set(r.Header, translate.MessagesVersionHeader, translate.MessagesVersion)
 	}
 	// reverse_proxy ends a response whose client left by panicking with
 	// http.ErrAbortHandler, so finish does not run then: the header timer
