@@ -13,10 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/tidwall/gjson"
 
 	"github.com/timeblock/timeblock/translate"
 )
@@ -369,7 +367,7 @@ func (tw *translateWriter) finish(nextErr error) error {
 		case tw.mode == modeError:
 			body = translate.TranslateErrorBody(tw.client, tw.upstream, status, tw.held, body)
 		default:
-			tw.inTokens, tw.outTokens = upstreamUsage(tw.upstream, tw.held)
+			tw.inTokens, tw.outTokens = translate.ResponseUsage(tw.upstream, tw.held)
 			var terr *translate.Error
 			body, terr = translate.TranslateResponse(tw.client, tw.upstream, tw.held, tw.req, tw.cfg, body)
 			if terr != nil {
@@ -395,24 +393,6 @@ func (tw *translateWriter) noteUsage(fb *forwardedBody) {
 		tw.inTokens, tw.outTokens, _, _ = tw.stream.Usage()
 	}
 	fb.inputTokens, fb.outputTokens = tw.inTokens, tw.outTokens
-}
-
-// upstreamUsage reads the usage of a whole upstream response: input tokens
-// (cached ones included, as a stream's count) and output tokens. gjson
-// skips over the rest of the body without decoding it; the string view of
-// body lives only for this call, and nothing of it is kept.
-func upstreamUsage(upstream translate.Format, body []byte) (input, output int64) {
-	u := gjson.Get(unsafe.String(unsafe.SliceData(body), len(body)), "usage")
-	if !u.IsObject() {
-		return 0, 0
-	}
-	if upstream == translate.Chat {
-		return u.Get("prompt_tokens").Int(), u.Get("completion_tokens").Int()
-	}
-	// Messages (input_tokens leaves out the cache) and Responses (its
-	// input_tokens includes it, and it has no cache fields).
-	return u.Get("input_tokens").Int() + u.Get("cache_read_input_tokens").Int() + u.Get("cache_creation_input_tokens").Int(),
-		u.Get("output_tokens").Int()
 }
 
 // Interface guards
