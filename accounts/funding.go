@@ -864,6 +864,16 @@ func (s *Service) FundingFigures(ctx context.Context) ([]PoolFundingFigures, err
 	return out, err
 }
 
+// ParseFundingDeadline reads a configured funding deadline, an RFC 3339
+// time.
+func ParseFundingDeadline(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is not an RFC 3339 time such as 2027-01-31T00:00:00Z", s)
+	}
+	return t, nil
+}
+
 // CheckFundingGoal checks a configured funding goal: a positive exact
 // decimal amount.
 func CheckFundingGoal(goal string) error {

@@ -83,13 +83,8 @@ func (t *KeyTags) Mint(prefix string) string {
 // bits and fail, as a guess does (but for 1 in 2^64). The tag is compared in
 // constant time.
 func (t *KeyTags) Valid(key string) bool {
-	var prefix string
-	switch {
-	case strings.HasPrefix(key, PoolKeyPrefix):
-		prefix = PoolKeyPrefix
-	case strings.HasPrefix(key, CombinedTokenPrefix):
-		prefix = CombinedTokenPrefix
-	default:
+	prefix := inferenceKeyPrefix(key)
+	if prefix == "" {
 		return false
 	}
 	enc := key[len(prefix):]

@@ -4,6 +4,7 @@
 package accounts
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/timeblock/timeblock/accounts/billing"
@@ -39,6 +40,14 @@ func (b Block) FirstHour() int {
 
 // Valid reports whether b names a known block.
 func (b Block) Valid() bool { return b.FirstHour() >= 0 }
+
+// CheckBlockName reports a configured block name that names no block.
+func CheckBlockName(name string) error {
+	if !Block(name).Valid() {
+		return fmt.Errorf("unknown block %q (use asia, europe or americas)", name)
+	}
+	return nil
+}
 
 // HourMask is a set of UTC hours: bit h is set when hour h is included.
 type HourMask uint32
@@ -88,6 +97,15 @@ const (
 	PoolActive     = "active"
 	PoolPaused     = "paused"
 )
+
+// CheckPoolStatus reports a configured pool status that is none of these.
+func CheckPoolStatus(status string) error {
+	switch status {
+	case PoolDraft, PoolFunding, PoolActivating, PoolActive, PoolPaused:
+		return nil
+	}
+	return fmt.Errorf("unknown status %q (use draft, funding, activating, active or paused)", status)
+}
 
 // Pool is a plan for one model, offering seats in time blocks. Pools come from
 // the Caddy configuration and are upserted into the store at provision.

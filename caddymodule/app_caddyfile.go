@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"strconv"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -216,8 +215,8 @@ func parsePool(d *caddyfile.Dispenser) (*PoolConfig, error) {
 		case "funding_deadline":
 			err = singleArg(d, &p.FundingDeadline)
 			if err == nil {
-				if _, perr := time.Parse(time.RFC3339, p.FundingDeadline); perr != nil {
-					err = d.Errf("pool %s: funding_deadline %q is not an RFC 3339 time such as 2027-01-31T00:00:00Z", p.Slug, p.FundingDeadline)
+				if _, perr := accounts.ParseFundingDeadline(p.FundingDeadline); perr != nil {
+					err = d.Errf("pool %s: funding_deadline %v", p.Slug, perr)
 				}
 			}
 		case "annual_discount":
@@ -244,10 +243,8 @@ func parsePool(d *caddyfile.Dispenser) (*PoolConfig, error) {
 			if len(args) != 2 {
 				return nil, d.Err("block needs a name and a monthly price per seat, e.g. block europe 40")
 			}
-			switch args[0] {
-			case "asia", "europe", "americas":
-			default:
-				return nil, d.Errf("unknown block %q (use asia, europe or americas)", args[0])
+			if perr := accounts.CheckBlockName(args[0]); perr != nil {
+				return nil, d.Errf("%v", perr)
 			}
 			if perr := accounts.CheckBlockPrice(args[1]); perr != nil {
 				return nil, d.Errf("pool %s: block %s: %v", p.Slug, args[0], perr)

@@ -296,10 +296,10 @@ func (g *Gate) entitlement(w http.ResponseWriter, r *http.Request, ep gateEndpoi
 	case key == "":
 		guard.throttle.Fail(addr, now)
 		return nil, g.refuseStatic(w, format, rejectMissingKey, &refusalMissingKey)
-	case strings.HasPrefix(key, accounts.ManagementKeyPrefix), strings.HasPrefix(key, accounts.SessionTokenPrefix):
+	case accounts.ConsoleCredential(key):
 		guard.throttle.Fail(addr, now)
 		return nil, g.refuseStatic(w, format, rejectWrongKeyKind, &refusalWrongKeyKind)
-	case !plausibleKey(key):
+	case !accounts.PlausibleKey(key):
 		guard.throttle.Fail(addr, now)
 		return nil, g.refuseStatic(w, format, rejectUnknownKey, &refusalInvalidKey)
 	}
@@ -422,31 +422,6 @@ func credential(r *http.Request) string {
 		return strings.TrimSpace(auth[0][len(bearer):])
 	}
 	return ""
-}
-
-// plausibleKey tells whether key has the shape of a consumption key or a
-// combined-key token (prefix, then base64url characters), so that garbage is
-// refused without a store lookup.
-func plausibleKey(key string) bool {
-	var rest string
-	switch {
-	case strings.HasPrefix(key, accounts.PoolKeyPrefix):
-		rest = key[len(accounts.PoolKeyPrefix):]
-	case strings.HasPrefix(key, accounts.CombinedTokenPrefix):
-		rest = key[len(accounts.CombinedTokenPrefix):]
-	default:
-		return false
-	}
-	if len(rest) < 16 || len(rest) > 128 {
-		return false
-	}
-	for i := 0; i < len(rest); i++ {
-		c := rest[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 // parseGate parses:

@@ -71,11 +71,11 @@ func readBody(r *http.Request, limit int64) (*sharedBody, error) {
 // inferenceFields are the top-level fields of a request body the gate acts on.
 type inferenceFields struct {
 	model string
-	// maxTokens is the output limit: max_tokens on messages and chat,
-	// max_output_tokens on responses (maxTokensName).
+	// maxTokens is the output limit, in the field the format names it
+	// (maxTokensName: translate's OutputLimitField).
 	maxTokens           gjson.Result
 	maxTokensName       string
-	maxCompletionTokens gjson.Result // chat's newer name for the same limit
+	maxCompletionTokens gjson.Result // chat's newer name for the same limit (MaxCompletionTokensField)
 	priority            bool         // the client sent a priority of its own
 }
 
@@ -83,17 +83,10 @@ type inferenceFields struct {
 // the fields the gate acts on in a request of format; the error says what to
 // fix.
 func scanInference(body []byte, format translate.Format) (inferenceFields, error) {
-	f := inferenceFields{maxTokensName: "max_tokens"}
-	limit := "max_tokens"
-	if format == translate.Responses {
-		limit = "max_output_tokens"
-		f.maxTokensName = limit
-	}
+	limit := format.OutputLimitField()
+	f := inferenceFields{maxTokensName: limit}
 	if len(body) == 0 {
-		if format == translate.Responses {
-			return f, errors.New("request body is empty; send a JSON object with model and input")
-		}
-		return f, errors.New("request body is empty; send a JSON object with model and messages")
+		return f, errors.New("request body is empty; send a JSON object with model and " + format.InputField())
 	}
 	// JSON nested no deeper than the translator takes, checked in the same
 	// pass that finds the fields, so that the translator need not check it
@@ -118,7 +111,7 @@ func scanInference(body []byte, format translate.Format) (inferenceFields, error
 			f.model = m.Str
 		case limit:
 			f.maxTokens = gjson.Parse(v)
-		case "max_completion_tokens":
+		case translate.MaxCompletionTokensField:
 			f.maxCompletionTokens = gjson.Parse(v)
 		case "priority":
 			f.priority = true
@@ -155,7 +148,7 @@ func rewriteBody(body []byte, f *inferenceFields, maxOut int, chat bool, boosts 
 		for _, field := range [...]struct {
 			name string
 			v    gjson.Result
-		}{{f.maxTokensName, f.maxTokens}, {"max_completion_tokens", f.maxCompletionTokens}} {
+		}{{f.maxTokensName, f.maxTokens}, {translate.MaxCompletionTokensField, f.maxCompletionTokens}} {
 			if field.v.Type != gjson.Number || field.v.Num <= float64(maxOut) {
 				continue
 			}

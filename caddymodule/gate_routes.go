@@ -85,7 +85,7 @@ func (e gateEndpoint) format(r *http.Request) translate.Format {
 }
 
 func messagesStyle(r *http.Request) bool {
-	if v := r.Header["Anthropic-Version"]; len(v) > 0 && v[0] != "" {
+	if v := r.Header[translate.MessagesVersionHeader]; len(v) > 0 && v[0] != "" {
 		return true
 	}
 	return strings.Contains(r.URL.Path, "/compat/")

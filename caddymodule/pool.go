@@ -56,10 +56,8 @@ func (p *PoolConfig) validate() error {
 	if p.Model == "" {
 		return errors.New("model is required")
 	}
-	switch p.Status {
-	case accounts.PoolDraft, accounts.PoolFunding, accounts.PoolActivating, accounts.PoolActive, accounts.PoolPaused:
-	default:
-		return fmt.Errorf("unknown status %q (use draft, funding, activating, active or paused)", p.Status)
+	if err := accounts.CheckPoolStatus(p.Status); err != nil {
+		return err
 	}
 	if p.Slots < 1 {
 		return fmt.Errorf("slots must be at least 1, got %d", p.Slots)
@@ -68,8 +66,8 @@ func (p *PoolConfig) validate() error {
 		return errors.New("at least one block with a price is required, e.g. block europe 40")
 	}
 	for b, price := range p.Blocks {
-		if !accounts.Block(b).Valid() {
-			return fmt.Errorf("unknown block %q (use asia, europe or americas)", b)
+		if err := accounts.CheckBlockName(b); err != nil {
+			return err
 		}
 		if err := accounts.CheckBlockPrice(price); err != nil {
 			return fmt.Errorf("block %s price: %w", b, err)
@@ -97,8 +95,8 @@ func (p *PoolConfig) validate() error {
 		return errors.New("status funding needs funding_goal <monthly amount>: the sum of pledged monthly prices at which the pool moves to activating")
 	}
 	if p.FundingDeadline != "" {
-		if _, err := time.Parse(time.RFC3339, p.FundingDeadline); err != nil {
-			return fmt.Errorf("funding_deadline %q is not an RFC 3339 time such as 2027-01-31T00:00:00Z", p.FundingDeadline)
+		if _, err := accounts.ParseFundingDeadline(p.FundingDeadline); err != nil {
+			return fmt.Errorf("funding_deadline %w", err)
 		}
 	}
 	return nil
@@ -112,7 +110,7 @@ func (p *PoolConfig) pool(now time.Time) *accounts.Pool {
 	}
 	var deadline time.Time
 	if p.FundingDeadline != "" {
-		deadline, _ = time.Parse(time.RFC3339, p.FundingDeadline) // checked by validate
+		deadline, _ = accounts.ParseFundingDeadline(p.FundingDeadline) // checked by validate
 	}
 	return &accounts.Pool{
 		ID:                 uuid.NewSHA1(poolNamespace, []byte(p.Slug)).String(),

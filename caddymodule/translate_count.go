@@ -54,8 +54,8 @@ func (t *Translate) serveCountTokens(w http.ResponseWriter, r *http.Request, nex
 	r.URL.Path, r.URL.RawPath = t.Path+"/count_tokens", ""
 	// An error body is read and rewritten here, so it must come uncompressed.
 	r.Header.Set("Accept-Encoding", "identity")
-	if r.Header.Get("anthropic-version") == "" {
-		r.Header.Set("anthropic-version", "2023-06-01")
+	if r.Header.Get(translate.MessagesVersionHeader) == "" {
+		r.Header.Set(translate.MessagesVersionHeader, translate.MessagesVersion)
 	}
 	cw := &countWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
 	err = next.ServeHTTP(cw, r)

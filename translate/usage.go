@@ -1,5 +1,11 @@
 package translate
 
+import (
+	"unsafe"
+
+	"github.com/tidwall/gjson"
+)
+
 // usage is token usage as the upstream reported it, merged across events:
 // a field the last event lacks keeps the value an earlier event gave (a
 // messages stream reports input in message_start and output in message_delta).
@@ -209,4 +215,23 @@ func utf8RuneLenHex(h string) int {
 		return 2
 	}
 	return 3
+}
+
+// ResponseUsage reads the usage of a whole upstream response in format
+// upstream: input tokens (cached ones included, as a stream's count) and
+// output tokens. gjson skips over the rest of the body without decoding it;
+// the string view of body lives only for this call, and nothing of it is
+// kept.
+func ResponseUsage(upstream Format, body []byte) (input, output int64) {
+	u := gjson.Get(unsafe.String(unsafe.SliceData(body), len(body)), "usage")
+	if !u.IsObject() {
+		return 0, 0
+	}
+	if upstream == Chat {
+		return u.Get("prompt_tokens").Int(), u.Get("completion_tokens").Int()
+	}
+	// Messages (input_tokens leaves out the cache) and Responses (its
+	// input_tokens includes it, and it has no cache fields).
+	return u.Get("input_tokens").Int() + u.Get("cache_read_input_tokens").Int() + u.Get("cache_creation_input_tokens").Int(),
+		u.Get("output_tokens").Int()
 }

@@ -1,53 +1,13 @@
 package caddymodule
 
+// Header values the gate and the translator read and set on the hot path,
+// without the allocations of http.Header's Get and Set.
+
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"unsafe"
-
-	"github.com/timeblock/timeblock/translate"
 )
-
-// translateHeaders adapts what a request carries besides its body to the
-// upstream's format, following the field rule (translate/fields.go): the
-// messages format's own headers (anthropic-beta, anthropic-version...) and
-// its ?beta=true query are hints, passed to a messages upstream and removed
-// for a chat upstream, which knows nothing of them.
-func translateHeaders(r *http.Request, client, upstream translate.Format) {
-	if upstream != translate.Chat || client != translate.Messages {
-		return
-	}
-	for k := range r.Header {
-		if len(k) > len("Anthropic-") && strings.EqualFold(k[:len("Anthropic-")], "Anthropic-") {
-			delete(r.Header, k)
-		}
-	}
-	if r.URL.RawQuery != "" {
-		r.URL.RawQuery = withoutQueryParam(r.URL.RawQuery, "beta")
-	}
-}
-
-// withoutQueryParam returns the raw query q without its name parameters;
-// q itself when it has none.
-func withoutQueryParam(q, name string) string {
-	if !strings.Contains(q, name) {
-		return q
-	}
-	var b strings.Builder
-	for rest := q; rest != ""; {
-		var part string
-		part, rest, _ = strings.Cut(rest, "&")
-		if k, _, _ := strings.Cut(part, "="); k == name {
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte('&')
-		}
-		b.WriteString(part)
-	}
-	return b.String()
-}
 
 // headerValue is h.Get(key) for a canonical key, without canonicalizing
 // it again on every call: net/http canonicalizes the keys it parses, and

@@ -1,0 +1,28 @@
+package translate
+
+// The request fields that bound how many tokens an answer may hold, by
+// format, so that whoever caps them (the gate, to a pool's ceiling) need
+// not know each format's names.
+
+// MaxCompletionTokensField is chat's newer name for max_tokens. The gate caps
+// it in a body of any format, as it does OutputLimitField.
+const MaxCompletionTokensField = "max_completion_tokens"
+
+// OutputLimitField names the field of a request in format f that bounds the
+// output tokens: max_output_tokens in the Responses API, max_tokens in chat
+// and messages.
+func (f Format) OutputLimitField() string {
+	if f == Responses {
+		return "max_output_tokens"
+	}
+	return "max_tokens"
+}
+
+// InputField names the member of a request in format f that holds the
+// conversation: input in the Responses API, messages in chat and messages.
+func (f Format) InputField() string {
+	if f == Responses {
+		return "input"
+	}
+	return "messages"
+}
