@@ -26,6 +26,7 @@ func NewOperator(svc *accounts.Service, opts Options) *Operator {
 	o.handle("POST /timeblock/users/{id}/sessions", o.createSession)
 	o.handle("POST /timeblock/subscriptions/{id}/deliver", o.deliver)
 	o.handle("POST /timeblock/subscriptions/{id}/payment-failed", o.paymentFailed)
+	o.handle("GET /timeblock/pools/{slug}/occupancy", o.occupancy) // occupancy.go
 	o.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if o.routes.wrongMethod(w, r, o.logger) {
 			return
