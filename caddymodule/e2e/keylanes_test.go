@@ -132,28 +132,33 @@ func TestKeyLanesEndToEnd(t *testing.T) {
 
 // On PostgreSQL a stream counts the cluster's lanes: a request on node b
 // shows on a stream from node a within 6 s (the poll is 2 s; the bound leaves
-// room for a loaded CI machine), and so does
-// its end.
+// room for a loaded CI machine), and so does its end; the same for the
+// owner's stream of the key under /api.
 func TestKeyLanesAcrossNodes(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	cfg := keyStatusConfig(t, gateOpts{store: "store postgres {$TIMEBLOCK_DSN}"})
 	a := e2e.Start(t, cfg, e2e.WithEnv(gateSecret, "TIMEBLOCK_DSN="+dsn))
 	b := e2e.Start(t, cfg, e2e.WithEnv(gateSecret, "TIMEBLOCK_DSN="+dsn))
 	acct := newAccount(t, a)
-	_, key := acct.key(t, acct.subscribe(t, "open", 3))
+	keyID, key := acct.key(t, acct.subscribe(t, "open", 3))
 	known(t, key, a, b)
 
 	events := lanesEvents(t, a, key)
+	session := lanesEventsAt(t, a, "/api/keys/"+keyID+"/lanes", acct.token)
 	nextLanes(t, events, 0, 5*time.Second)
+	nextLanes(t, session, 0, 5*time.Second)
 	stop := holdStream(t, b, key, "m-open")
 	ev, took := nextLanes(t, events, 1, 6*time.Second)
 	if ev.Get("inFlight").Raw != "[]" {
 		t.Errorf("node b's request is listed on node a: %s", ev.Raw)
 	}
 	t.Logf("node b's request showed on node a's stream after %v", took)
+	_, took = nextLanes(t, session, 1, 6*time.Second)
+	t.Logf("and on the session's stream after %v more", took)
 	stop()
 	_, took = nextLanes(t, events, 0, 6*time.Second)
 	t.Logf("its end showed after %v", took)
+	nextLanes(t, session, 0, 6*time.Second)
 }
 
 // A session sees the same stream for each of its keys under /api: a
@@ -214,23 +219,4 @@ func TestAccountKeyLanesEndToEnd(t *testing.T) {
 			t.Fatal("the stream of a deleted key is still open")
 		}
 	}
-}
-
-// On PostgreSQL a session's stream on node a counts node b's request.
-func TestAccountKeyLanesAcrossNodes(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	cfg := keyStatusConfig(t, gateOpts{store: "store postgres {$TIMEBLOCK_DSN}"})
-	a := e2e.Start(t, cfg, e2e.WithEnv(gateSecret, "TIMEBLOCK_DSN="+dsn))
-	b := e2e.Start(t, cfg, e2e.WithEnv(gateSecret, "TIMEBLOCK_DSN="+dsn))
-	acct := newAccount(t, a)
-	keyID, key := acct.key(t, acct.subscribe(t, "open", 3))
-	known(t, key, a, b)
-
-	events := lanesEventsAt(t, a, "/api/keys/"+keyID+"/lanes", acct.token)
-	nextLanes(t, events, 0, 5*time.Second)
-	stop := holdStream(t, b, key, "m-open")
-	_, took := nextLanes(t, events, 1, 6*time.Second)
-	t.Logf("node b's request showed on node a's session stream after %v", took)
-	stop()
-	nextLanes(t, events, 0, 6*time.Second)
 }
