@@ -290,6 +290,7 @@ func (s *gateState) serveAccountLanes(unloaded <-chan struct{}, logger *zap.Logg
 				Message: "the lanes in use of this key could not be counted right now; retry in a moment"}
 		}
 		defer ls.close()
+		lanes := st.Lanes
 		ls.run(w, r, first, unloaded, logger, func(ctx context.Context) (int, []string, bool) {
 			st, p, err := status(ctx)
 			var ae *accounts.Error
@@ -297,11 +298,12 @@ func (s *gateState) serveAccountLanes(unloaded <-chan struct{}, logger *zap.Logg
 			case errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Status == http.StatusUnauthorized):
 				return 0, nil, false
 			case err != nil:
+				// The store did not answer: keep what the stream last had.
 				logger.Warn("reading a key's status for its lane stream", zap.String("key_id", keyID), zap.Error(err))
 			default:
-				pools = p
+				lanes, pools = st.Lanes, p
 			}
-			return st.Lanes, pools, true
+			return lanes, pools, true
 		})
 		return nil
 	}
