@@ -189,7 +189,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("timeblock: funding metrics: %w", err)
 	}
 	opts := api.Options{MaxBody: a.MaxRequestBody, Logger: a.logger, Webhook: webhook, ClientAddr: clientAddr,
-		LanesInUse: sh.gate.lanesInUse} // the same count as the gate's GET /v1/key
+		LanesInUse: sh.gate.lanesInUse, // the same count as the gate's GET /v1/key
+		// The stream of GET /v1/key/lanes; it ends when this config is unloaded.
+		KeyLanes: sh.gate.serveAccountLanes(ctx.Done(), a.logger)}
 	if a.Billing != nil {
 		opts.StripePublishableKey = a.Billing.PublishableKey
 	}

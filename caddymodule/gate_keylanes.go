@@ -23,6 +23,12 @@ package caddymodule
 // client leaves, when its key is revoked or deleted, when the config that
 // serves it is unloaded (a reload: the client reconnects to the new one),
 // and at the first poll once the process exits.
+//
+// The account API serves the same stream to a key's owner at GET
+// /api/keys/{id}/lanes and /api/meta-keys/{id}/lanes (serveAccountLanes,
+// handed to it as api.Options.KeyLanes by the timeblock app, which shares
+// this state with the gates): there the poll reads the key's status from
+// the store, and a signed-out session or a deleted key ends the stream.
 
 import (
 	"bytes"
@@ -40,6 +46,7 @@ import (
 
 	"github.com/timeblock/timeblock/accounts"
 	"github.com/timeblock/timeblock/accounts/admission"
+	"github.com/timeblock/timeblock/accounts/api"
 	"github.com/timeblock/timeblock/translate"
 )
 
@@ -234,12 +241,7 @@ func (g *Gate) serveKeyLanes(w http.ResponseWriter, r *http.Request, format tran
 	g.state.metrics.laneless[lanelessKeyLanes].Inc()
 	g.state.lastUsed.Record(ent.KeyID, ent.Combined, now)
 	ctx := r.Context()
-	lw := g.state.watch
-	// Subscribe before the first count, so that no change falls between.
-	sub, kw, cancel := lw.subscribe(ent.KeyID)
-	defer cancel()
-
-	first, err := g.lanesEvent(ctx, ent, kw, now)
+	ls, first, err := g.state.openLaneStream(ctx, ent.KeyID, ent.Status(now).Lanes, lanePools(ent))
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return g.clientGone(w, ent)
@@ -248,6 +250,101 @@ func (g *Gate) serveKeyLanes(w http.ResponseWriter, r *http.Request, format tran
 		return g.reject(w, format, rejectClusterDown, http.StatusServiceUnavailable, "",
 			"the lanes in use of this key could not be counted right now; retry in a moment", 1, ent)
 	}
+	defer ls.close()
+	ls.run(w, r, first, g.unloaded, g.logger, func(ctx context.Context) (int, []string, bool) {
+		now := g.now()
+		fresh, err := g.state.cache.Lookup(ctx, key, now, g.source)
+		switch {
+		case errors.Is(err, admission.ErrUnknownKey):
+			return 0, nil, false // deleted: the stream ends, a new one gets the 401
+		case err == nil && fresh.Denied != "":
+			return 0, nil, false
+		case err == nil:
+			ent = fresh
+		}
+		return ent.Status(now).Lanes, lanePools(ent), true
+	})
+	return nil
+}
+
+// serveAccountLanes is the account API's GET /api/keys/{id}/lanes and
+// /api/meta-keys/{id}/lanes (api.Options.KeyLanes): the stream of GET
+// /v1/key/lanes, for a key its owner names by id. status is read at each
+// poll for the key's lanes; it fails with 401 or 404 once the session has
+// ended or the key is deleted, which ends the stream.
+func (s *gateState) serveAccountLanes(unloaded <-chan struct{}, logger *zap.Logger) api.KeyLanesFunc {
+	return func(w http.ResponseWriter, r *http.Request, keyID string, status api.KeyStatusFunc) error {
+		ctx := r.Context()
+		st, pools, err := status(ctx)
+		if err != nil {
+			return err
+		}
+		ls, first, err := s.openLaneStream(ctx, keyID, st.Lanes, pools)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil // nobody is left to answer
+		case err != nil:
+			logger.Error("counting the lanes in use of a key", zap.String("key_id", keyID), zap.Error(err))
+			w.Header().Set("Retry-After", "1")
+			return &accounts.Error{Status: http.StatusServiceUnavailable,
+				Message: "the lanes in use of this key could not be counted right now; retry in a moment"}
+		}
+		defer ls.close()
+		lanes := st.Lanes
+		ls.run(w, r, first, unloaded, logger, func(ctx context.Context) (int, []string, bool) {
+			st, p, err := status(ctx)
+			var ae *accounts.Error
+			switch {
+			case errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Status == http.StatusUnauthorized):
+				return 0, nil, false
+			case err != nil:
+				// The store did not answer: keep what the stream last had.
+				logger.Warn("reading a key's status for its lane stream", zap.String("key_id", keyID), zap.Error(err))
+			default:
+				lanes, pools = st.Lanes, p
+			}
+			return lanes, pools, true
+		})
+		return nil
+	}
+}
+
+// laneStream is one stream of a key's lanes, subscribed to the key in
+// laneWatch from before its first count, so that no change falls between.
+type laneStream struct {
+	state  *gateState
+	keyID  string
+	sub    *laneSub
+	kw     *keyWatch
+	cancel func()
+	lanes  int
+	pools  []string
+}
+
+// openLaneStream subscribes to keyID and counts the stream's first event.
+// On error it has already unsubscribed.
+func (s *gateState) openLaneStream(ctx context.Context, keyID string, lanes int, pools []string) (*laneStream, []byte, error) {
+	ls := &laneStream{state: s, keyID: keyID, lanes: lanes, pools: pools}
+	ls.sub, ls.kw, ls.cancel = s.watch.subscribe(keyID)
+	first, err := ls.event(ctx)
+	if err != nil {
+		ls.cancel()
+		return nil, nil, err
+	}
+	return ls, first, nil
+}
+
+func (ls *laneStream) close() { ls.cancel() }
+
+// laneRefresh reads a streamed key's lanes now and the pools they are in,
+// at each poll; ok false ends the stream (the key is gone or denied).
+type laneRefresh func(ctx context.Context) (lanes int, pools []string, ok bool)
+
+// run writes the stream's headers and first event, then an event on every
+// change and a ping every lanesPing, until the client leaves, refresh says
+// the key is gone, unloaded closes (a config reload: the client reconnects
+// to the new one) or the process exits.
+func (ls *laneStream) run(w http.ResponseWriter, r *http.Request, first []byte, unloaded <-chan struct{}, logger *zap.Logger, refresh laneRefresh) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -255,8 +352,9 @@ func (g *Gate) serveKeyLanes(w http.ResponseWriter, r *http.Request, format tran
 	h.Del("Content-Length")
 	w.WriteHeader(http.StatusOK)
 	if r.Method == http.MethodHead {
-		return nil
+		return
 	}
+	ctx := r.Context()
 	rc := http.NewResponseController(w)
 	// A server's write_timeout is for responses that end; this one runs
 	// until the client leaves.
@@ -268,10 +366,11 @@ func (g *Gate) serveKeyLanes(w http.ResponseWriter, r *http.Request, format tran
 		return rc.Flush() == nil
 	}
 	if !send(first) {
-		return nil
+		return
 	}
 	last := first
 
+	lw := ls.state.watch
 	poll := time.NewTicker(lw.poll)
 	defer poll.Stop()
 	ping := time.NewTicker(lw.ping)
@@ -279,58 +378,53 @@ func (g *Gate) serveKeyLanes(w http.ResponseWriter, r *http.Request, format tran
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
-		case <-g.unloaded:
-			return nil
+			return
+		case <-unloaded:
+			return
 		case <-ping.C:
 			if !send([]byte(": ping\n\n")) {
-				return nil
+				return
 			}
 			continue
 		case <-poll.C:
 			if caddy.Exiting() {
 				// The servers wait for every response before the process
 				// exits, and this config is unloaded only after.
-				return nil
+				return
 			}
-			now := g.now()
-			fresh, err := g.state.cache.Lookup(ctx, key, now, g.source)
-			switch {
-			case errors.Is(err, admission.ErrUnknownKey):
-				return nil // deleted: the stream ends, a new one gets the 401
-			case err == nil && fresh.Denied != "":
-				return nil
-			case err == nil:
-				ent = fresh
+			lanes, pools, ok := refresh(ctx)
+			if !ok {
+				return
 			}
-		case <-sub.changed:
+			ls.lanes, ls.pools = lanes, pools
+		case <-ls.sub.changed:
 		}
-		ev, err := g.lanesEvent(ctx, ent, kw, g.now())
+		ev, err := ls.event(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return
 			}
 			// The next change or poll tries again.
-			g.logger.Warn("counting the lanes in use of a key for its stream", zap.String("key_id", ent.KeyID), zap.Error(err))
+			logger.Warn("counting the lanes in use of a key for its stream", zap.String("key_id", ls.keyID), zap.Error(err))
 			continue
 		}
 		if bytes.Equal(ev, last) {
 			continue
 		}
 		if !send(ev) {
-			return nil
+			return
 		}
 		last = ev
 	}
 }
 
-// lanesEvent counts the key's lanes and encodes the event.
-func (g *Gate) lanesEvent(ctx context.Context, ent *accounts.Entitlement, kw *keyWatch, now time.Time) ([]byte, error) {
-	n, err := g.state.lanesInUse(ctx, ent.KeyID, lanePools(ent))
+// event counts the key's lanes in use and encodes the event.
+func (ls *laneStream) event(ctx context.Context) ([]byte, error) {
+	n, err := ls.state.lanesInUse(ctx, ls.keyID, ls.pools)
 	if err != nil {
 		return nil, err
 	}
-	data, err := json.Marshal(lanesEventJSON{LanesInUse: n, Lanes: ent.Status(now).Lanes, InFlight: kw.inFlight()})
+	data, err := json.Marshal(lanesEventJSON{LanesInUse: n, Lanes: ls.lanes, InFlight: ls.kw.inFlight()})
 	if err != nil {
 		return nil, err
 	}

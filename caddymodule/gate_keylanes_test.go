@@ -3,13 +3,18 @@ package caddymodule
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
+	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tidwall/gjson"
+	"go.uber.org/zap"
 
 	"github.com/timeblock/timeblock/accounts"
 	"github.com/timeblock/timeblock/accounts/admission"
@@ -305,5 +310,66 @@ func TestGateKeyLanesEndsWhenUnloaded(t *testing.T) {
 	}
 	if n := f.gate.state.watch.subscribers("key_1"); n != 0 {
 		t.Fatalf("%d subscribers", n)
+	}
+}
+
+// The account API's stream of a key (serveAccountLanes) hears the gate's
+// requests of the key as GET /v1/key/lanes does; a poll the store cannot
+// answer keeps the lanes it had, and a 404 (the key deleted) ends it.
+func TestAccountLanesStream(t *testing.T) {
+	f := newGateFixture(t, 0)
+	f.gate.state.watch.poll = 10 * time.Millisecond
+	pools := lanePools(&accounts.Entitlement{Grants: []accounts.Grant{grant("s1", europe, 1, false)}})
+	const (
+		statusOK = iota
+		statusDown
+		statusGone
+	)
+	var mode, downReads atomic.Int32
+	status := func(context.Context) (accounts.KeyStatus, []string, error) {
+		switch mode.Load() {
+		case statusDown:
+			downReads.Add(1)
+			return accounts.KeyStatus{}, nil, errors.New("store down")
+		case statusGone:
+			return accounts.KeyStatus{}, nil, accounts.NotFound("no key key_1")
+		}
+		return accounts.KeyStatus{Lanes: 1}, pools, nil
+	}
+	serve := f.gate.state.serveAccountLanes(make(chan struct{}), zap.NewNop())
+	s := &lanesStream{w: newSSEWriter(), done: make(chan error, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	go func() {
+		s.done <- serve(s.w, httptest.NewRequest(http.MethodGet, "/api/keys/key_1/lanes", nil).WithContext(ctx), "key_1", status)
+	}()
+	t.Cleanup(func() { s.close(t) })
+	if ev := s.next(t); ev.Raw != `{"lanesInUse":0,"lanes":1,"inFlight":[]}` {
+		t.Fatalf("on connect: %s", ev.Raw)
+	}
+
+	mode.Store(statusDown)
+	for downReads.Load() < 3 {
+		runtime.Gosched()
+	}
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	done := make(chan result, 1)
+	go func() { done <- f.do(t, chatPath, tKey, chatBody, blockingNext(started, release)) }()
+	<-started
+	if ev := s.next(t); ev.Get("lanesInUse").Int() != 1 || ev.Get("lanes").Int() != 1 || ev.Get("inFlight.0.model").Str != "qwen3-32b" {
+		t.Fatalf("admitted while the store is down: %s", ev.Raw)
+	}
+	close(release)
+	<-done
+	if ev := s.next(t); ev.Raw != `{"lanesInUse":0,"lanes":1,"inFlight":[]}` {
+		t.Fatalf("finished: %s", ev.Raw)
+	}
+
+	mode.Store(statusGone)
+	select {
+	case err := <-s.done:
+		s.done <- err
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream of a deleted key did not end")
 	}
 }

@@ -22,16 +22,13 @@ const batcherShards = 16
 // interval, so that lastUsedAt costs a request one map write under a sharded
 // lock and never any I/O.
 type Batcher struct {
-	store    Toucher
-	interval time.Duration
-	logger   *zap.Logger
-	seed     maphash.Seed
-	shards   [batcherShards]batcherShard
+	store  Toucher
+	logger *zap.Logger
+	seed   maphash.Seed
+	shards [batcherShards]batcherShard
 
 	flushMu sync.Mutex // one flush at a time
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
+	loop    *flushLoop
 }
 
 type batcherShard struct {
@@ -62,18 +59,19 @@ func NewBatcher(store Toucher, interval time.Duration, logger *zap.Logger) *Batc
 		logger = zap.NewNop()
 	}
 	b := &Batcher{
-		store:    store,
-		interval: interval,
-		logger:   logger,
-		seed:     maphash.MakeSeed(),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
+		store:  store,
+		logger: logger,
+		seed:   maphash.MakeSeed(),
 	}
 	for i := range b.shards {
 		b.shards[i].pending = newBatchMaps()
 		b.shards[i].spare = newBatchMaps()
 	}
-	go b.loop()
+	b.loop = startFlushLoop(interval, b.Flush, func(err error) {
+		// lastUsedAt is informational: losing one batch is better than
+		// growing without bound while the store is down.
+		b.logger.Warn("writing key last-use times", zap.Error(err))
+	})
 	return b
 }
 
@@ -118,34 +116,6 @@ func (b *Batcher) Flush(ctx context.Context) error {
 	return b.store.TouchLastUsed(ctx, batch)
 }
 
-func (b *Batcher) loop() {
-	defer close(b.done)
-	t := time.NewTicker(b.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.stop:
-			return
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), b.interval)
-			if err := b.Flush(ctx); err != nil {
-				// lastUsedAt is informational: losing one batch is better
-				// than growing without bound while the store is down.
-				b.logger.Warn("writing key last-use times", zap.Error(err))
-			}
-			cancel()
-		}
-	}
-}
-
 // Close stops the periodic flush and writes what is left. It is safe to call
 // more than once; later calls do nothing.
-func (b *Batcher) Close(ctx context.Context) error {
-	var err error
-	b.once.Do(func() {
-		close(b.stop)
-		<-b.done
-		err = b.Flush(ctx)
-	})
-	return err
-}
+func (b *Batcher) Close(ctx context.Context) error { return b.loop.close(ctx) }

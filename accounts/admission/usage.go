@@ -21,16 +21,13 @@ const usageShards = 16
 // request one map update under a sharded lock and never any I/O. A flush
 // the store refuses keeps its counts for the next one.
 type UsageMeter struct {
-	write    UsageWriter
-	interval time.Duration
-	logger   *zap.Logger
-	seed     maphash.Seed
-	shards   [usageShards]usageShard
+	write  UsageWriter
+	logger *zap.Logger
+	seed   maphash.Seed
+	shards [usageShards]usageShard
 
 	flushMu sync.Mutex // one flush at a time
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
+	loop    *flushLoop
 }
 
 type usageShard struct {
@@ -60,17 +57,17 @@ func NewUsageMeter(write UsageWriter, interval time.Duration, logger *zap.Logger
 		logger = zap.NewNop()
 	}
 	m := &UsageMeter{
-		write:    write,
-		interval: interval,
-		logger:   logger,
-		seed:     maphash.MakeSeed(),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
+		write:  write,
+		logger: logger,
+		seed:   maphash.MakeSeed(),
 	}
 	for i := range m.shards {
 		m.shards[i].counts = make(map[usageID]*usageCounts)
 	}
-	go m.loop()
+	m.loop = startFlushLoop(interval, m.Flush, func(err error) {
+		// Kept for the next flush: usage is what users are shown.
+		m.logger.Warn("writing key usage: kept for the next flush", zap.Error(err))
+	})
 	return m
 }
 
@@ -161,33 +158,6 @@ func (m *UsageMeter) putBack(rows []accounts.KeyUsage) {
 	}
 }
 
-func (m *UsageMeter) loop() {
-	defer close(m.done)
-	t := time.NewTicker(m.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-m.stop:
-			return
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), m.interval)
-			if err := m.Flush(ctx); err != nil {
-				// Kept for the next flush: usage is what users are shown.
-				m.logger.Warn("writing key usage: kept for the next flush", zap.Error(err))
-			}
-			cancel()
-		}
-	}
-}
-
 // Close stops the periodic flush and writes what is left. It is safe to call
 // more than once; later calls do nothing.
-func (m *UsageMeter) Close(ctx context.Context) error {
-	var err error
-	m.once.Do(func() {
-		close(m.stop)
-		<-m.done
-		err = m.Flush(ctx)
-	})
-	return err
-}
+func (m *UsageMeter) Close(ctx context.Context) error { return m.loop.close(ctx) }

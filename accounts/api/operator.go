@@ -24,6 +24,7 @@ func NewOperator(svc *accounts.Service, opts Options) *Operator {
 	o := &Operator{svc: svc, opts: opts, mux: http.NewServeMux(), routes: newRouteTable(), logger: opts.Logger}
 	o.handle("POST /timeblock/users", o.createUser)
 	o.handle("POST /timeblock/users/{id}/sessions", o.createSession)
+	o.handle("GET /timeblock/pools/{slug}/occupancy", o.occupancy) // occupancy.go
 	o.handle("POST /timeblock/subscriptions/{id}/deliver", o.deliver)
 	o.handle("POST /timeblock/subscriptions/{id}/payment-failed", o.paymentFailed)
 	o.handle("POST /timeblock/pools/{slug}/status", o.setPoolStatus)

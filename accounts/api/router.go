@@ -33,6 +33,9 @@ type Options struct {
 	// LanesInUse counts a key's requests in flight, on every node, for
 	// GET /api/keys/{id} and /api/meta-keys/{id} (keystatus.go); nil: 0.
 	LanesInUse LanesInUseFunc
+	// KeyLanes streams a key's lanes in use for GET /api/keys/{id}/lanes
+	// and /api/meta-keys/{id}/lanes (keylanes.go); nil: 404.
+	KeyLanes KeyLanesFunc
 }
 
 // Handler serves /api/*.
@@ -88,9 +91,10 @@ func New(svc *accounts.Service, opts Options) *Handler {
 	// Consumption keys (keys.go).
 	h.route("GET /api/keys", h.listKeys)
 	h.route("GET /api/keys/{id}", h.keyStatus) // keystatus.go
-	// GET /api/keys/{id}/usage (usage.go). {id}/usage would conflict with
-	// management/{id} (neither is more specific for management/usage), so
-	// the last segment is a wildcard that keyView checks.
+	// GET /api/keys/{id}/usage (usage.go) and /lanes (keylanes.go).
+	// {id}/usage would conflict with management/{id} (neither is more
+	// specific for management/usage), so the last segment is a wildcard
+	// that keyView checks.
 	h.route("GET /api/keys/{id}/{view}", h.keyView)
 	h.route("POST /api/keys/subscription", h.createKey)
 	h.route("PUT /api/keys/{id}", h.updateKey)
@@ -105,6 +109,7 @@ func New(svc *accounts.Service, opts Options) *Handler {
 	h.route("GET /api/meta-keys", h.listCombinedKeys)
 	h.route("GET /api/meta-keys/{id}", h.combinedKeyStatus)      // keystatus.go
 	h.route("GET /api/meta-keys/{id}/usage", h.combinedKeyUsage) // usage.go
+	h.route("GET /api/meta-keys/{id}/lanes", h.combinedKeyLanes) // keylanes.go
 	h.route("POST /api/meta-keys", h.createCombinedKey)
 	h.route("PATCH /api/meta-keys/{id}/member-roles", h.setMemberRoles)
 	h.route("PUT /api/meta-keys/{id}/members", h.replaceMembers)

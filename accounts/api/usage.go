@@ -10,16 +10,19 @@ import (
 	"github.com/timeblock/timeblock/accounts"
 )
 
-// GET /api/keys/{id}/{view}: usage is the only view; GET on a management
-// key's path keeps the 405 it had before this route.
+// GET /api/keys/{id}/{view}: usage or lanes (keylanes.go); GET on a
+// management key's path keeps the 405 it had before this route.
 func (h *Handler) keyView(w http.ResponseWriter, r *http.Request, p *accounts.Principal) error {
-	if r.PathValue("view") == "usage" {
-		return h.keyUsage(w, r, p)
-	}
 	if r.PathValue("id") == "management" && h.routes.wrongMethod(w, r, h.logger) {
 		return nil
 	}
-	return accounts.NotFound("no such endpoint: %s %s (a key's views: /api/keys/{id}/usage)", r.Method, r.URL.Path)
+	switch r.PathValue("view") {
+	case "usage":
+		return h.keyUsage(w, r, p)
+	case "lanes":
+		return h.keyLanes(w, r, p)
+	}
+	return accounts.NotFound("no such endpoint: %s %s (a key's views: /api/keys/{id}/usage and /api/keys/{id}/lanes)", r.Method, r.URL.Path)
 }
 
 // GET /api/keys/{id}/usage?from=&to= → the consumption key's hours.

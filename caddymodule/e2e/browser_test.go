@@ -18,6 +18,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -83,7 +84,12 @@ const browserCaddyfile = `{
 }
 
 :{{.Upstream}} {
-	timeblock_simulator
+	# Slow enough that a streamed answer holds its lane while the page
+	# shows it (max_tokens 8 answers still take under half a second).
+	timeblock_simulator {
+		token_rate 20
+		reply_tokens 400
+	}
 }
 `
 
@@ -182,8 +188,10 @@ func wantRefused(t *testing.T, c *e2e.Caddy, key, model, when string) {
 // simulator with it through the OpenAI SDK, revoke it (refused) and
 // reactivate it, cancel at period end (still works), build a combined key —
 // first refused by rule 3 with the server's reason shown, then created and
-// used — "Right now", "Connect your agent", sign out. It writes
-// docs/account-page.png when TIMEBLOCK_UPDATE_SCREENSHOT=1.
+// used — "Right now" (the window, a request in flight from the lanes
+// stream, the usage of known requests), "Connect your agent", sign out. It
+// writes docs/account-page.png and docs/account-now.png when
+// TIMEBLOCK_UPDATE_SCREENSHOT=1.
 func TestBrowserBuyerJourney(t *testing.T) {
 	c, block := startBrowserCaddy(t, "")
 	site := c.URL()
@@ -385,6 +393,24 @@ func TestBrowserBuyerJourney(t *testing.T) {
 	wantChat(t, c, meta, "m-alpha", "the combined key on alpha")
 	ada.screenshot("combined")
 
+	// Usage: the combined key has made two requests (above); two more and
+	// two for a model it does not hold, then a restart writes the gate's
+	// counts (it writes every 30 s, and when it stops).
+	var knownIn, knownOut int64
+	for range 2 {
+		resp, err := chat(t, c, meta, "m-alpha")
+		if err != nil {
+			t.Fatalf("the combined key on alpha: %v", err)
+		}
+		knownIn, knownOut = knownIn+resp.Usage.PromptTokens, knownOut+resp.Usage.CompletionTokens
+	}
+	for range 2 {
+		if _, err := chat(t, c, meta, "m-nope"); err == nil {
+			t.Fatal("the combined key was admitted for a model it does not hold")
+		}
+	}
+	c.Restart()
+
 	// Right now: from the key-status endpoint when the server has it, "—"
 	// otherwise.
 	ada.route("#/now")
@@ -400,6 +426,56 @@ func TestBrowserBuyerJourney(t *testing.T) {
 		if !st.Get("data.windowOpen").Bool() {
 			t.Errorf("GET /api/keys/%s says the window is closed in the %s block: %s", keyID, block, st.Raw)
 		}
+		// When the window closes, in UTC and in the viewer's time.
+		if closes, err := time.Parse(time.RFC3339, st.Get("data.closesAt").Str); err != nil {
+			t.Errorf("closesAt of an open window: %s", st.Raw)
+		} else {
+			ada.waitText(nowRow+" .now-when", "closes at "+closes.UTC().Format("15:04")+" UTC (")
+			ada.waitText(nowRow+" .now-when", "your time), in ")
+		}
+		// Lanes in use, live from the key's stream: a request held open
+		// shows with its model and endpoint, and goes.
+		lanes := st.Get("data.lanes").Int()
+		ada.waitFor("the key's lanes stream", `document.querySelector(`+jsq(nowRow)+`).dataset.stream === 'open'`)
+		stop := holdStream(t, c, key, "m-alpha")
+		ada.waitText(nowRow+" .now-lanes", fmt.Sprintf("1 of %d", lanes))
+		ada.waitText(nowRow+" .now-flights", "m-alpha · /v1/chat/completions · since ")
+		if _, png := ada.screenshot("now"); os.Getenv("TIMEBLOCK_UPDATE_SCREENSHOT") == "1" {
+			if err := os.WriteFile(repoFile(t, "docs/account-now.png"), png, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stop()
+		ada.waitText(nowRow+" .now-lanes", fmt.Sprintf("0 of %d", lanes))
+		if got := ada.text(nowRow + " .now-flights"); strings.TrimSpace(got) != "" {
+			t.Errorf("after the request, the flights still list %q", got)
+		}
+		if n := len(ada.responsesTo("GET", "/api/keys/"+keyID+"/lanes")); n != 1 {
+			t.Errorf("the page opened the key's lanes stream %d times, want once", n)
+		}
+
+		// The combined key's usage as the page shows it: what the API has,
+		// which is the requests above.
+		metaRow := `.now-row[data-id="` + metaID + `"]`
+		usage := mustUser(t, site, token, "GET", "/api/meta-keys/"+metaID+"/usage", nil, 200)
+		var in, out int64
+		for _, r := range usage.Array() {
+			in, out = in+r.Get("inputTokens").Int(), out+r.Get("outputTokens").Int()
+		}
+		if in < knownIn || out < knownOut || knownIn == 0 {
+			t.Errorf("usage of the combined key: %d in / %d out tokens, the last two requests alone had %d / %d: %s", in, out, knownIn, knownOut, usage.Raw)
+		}
+		for _, cell := range []string{metaRow + " .now-usage-24h", metaRow + " .now-usage-7d"} {
+			ada.waitText(cell, "4 requests")
+			ada.waitText(cell, fmt.Sprintf("%s in / %s out tokens", thousands(in), thousands(out)))
+			ada.waitText(cell, "2 refused (model not held 2)")
+		}
+		var data string
+		ada.js(`JSON.stringify(document.querySelector(`+jsq(metaRow+" .now-usage-24h")+`).dataset)`, &data)
+		if want := fmt.Sprintf(`{"requests":"4","input":"%d","output":"%d","refused":"2"}`, in, out); data != want {
+			t.Errorf("the 24 h usage cell's data = %s, want %s", data, want)
+		}
+		ada.waitText(nowRow+" .now-usage-7d", "refused")
 		if code, mst := asUser(t, site, token, "GET", "/api/meta-keys/"+metaID, nil); code == 200 {
 			metaRow := `.now-row[data-id="` + metaID + `"]`
 			ada.waitText(metaRow+" .now-lanes", fmt.Sprintf("%d of %d", mst.Get("data.lanesInUse").Int(), mst.Get("data.lanes").Int()))
@@ -854,4 +930,13 @@ https://127.0.0.1:{{.HTTPS}} {
 	tb.navigate(link)
 	tb.waitText("#who-email", "tls@example.com")
 	checkSessionCookie(t, tb, site, true)
+}
+
+// thousands writes n as the page does (toLocaleString('en-US')): 12,345.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

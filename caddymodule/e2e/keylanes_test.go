@@ -21,8 +21,15 @@ import (
 // data as they come; the stream closes when the test ends.
 func lanesEvents(t *testing.T, c *e2e.Caddy, key string) <-chan gjson.Result {
 	t.Helper()
+	return lanesEventsAt(t, c, "/v1/key/lanes", key)
+}
+
+// lanesEventsAt is lanesEvents for the stream at path, opened with the
+// bearer token (a key, or a session for the account API's streams).
+func lanesEventsAt(t *testing.T, c *e2e.Caddy, path, key string) <-chan gjson.Result {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL()+"/v1/key/lanes", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL()+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +42,7 @@ func lanesEvents(t *testing.T, c *e2e.Caddy, key string) <-chan gjson.Result {
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
 		cancel()
 		resp.Body.Close()
-		t.Fatalf("GET /v1/key/lanes: %s %q", resp.Status, resp.Header.Get("Content-Type"))
+		t.Fatalf("GET %s: %s %q", path, resp.Status, resp.Header.Get("Content-Type"))
 	}
 	events := make(chan gjson.Result, 64)
 	done := make(chan struct{})
@@ -125,26 +132,91 @@ func TestKeyLanesEndToEnd(t *testing.T) {
 
 // On PostgreSQL a stream counts the cluster's lanes: a request on node b
 // shows on a stream from node a within 6 s (the poll is 2 s; the bound leaves
-// room for a loaded CI machine), and so does
-// its end.
+// room for a loaded CI machine), and so does its end; the same for the
+// owner's stream of the key under /api.
 func TestKeyLanesAcrossNodes(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	cfg := keyStatusConfig(t, gateOpts{store: "store postgres {$TIMEBLOCK_DSN}"})
 	a := e2e.Start(t, cfg, e2e.WithEnv(gateSecret, "TIMEBLOCK_DSN="+dsn))
 	b := e2e.Start(t, cfg, e2e.WithEnv(gateSecret, "TIMEBLOCK_DSN="+dsn))
 	acct := newAccount(t, a)
-	_, key := acct.key(t, acct.subscribe(t, "open", 3))
+	keyID, key := acct.key(t, acct.subscribe(t, "open", 3))
 	known(t, key, a, b)
 
 	events := lanesEvents(t, a, key)
+	session := lanesEventsAt(t, a, "/api/keys/"+keyID+"/lanes", acct.token)
 	nextLanes(t, events, 0, 5*time.Second)
+	nextLanes(t, session, 0, 5*time.Second)
 	stop := holdStream(t, b, key, "m-open")
 	ev, took := nextLanes(t, events, 1, 6*time.Second)
 	if ev.Get("inFlight").Raw != "[]" {
 		t.Errorf("node b's request is listed on node a: %s", ev.Raw)
 	}
 	t.Logf("node b's request showed on node a's stream after %v", took)
+	_, took = nextLanes(t, session, 1, 6*time.Second)
+	t.Logf("and on the session's stream after %v more", took)
 	stop()
 	_, took = nextLanes(t, events, 0, 6*time.Second)
 	t.Logf("its end showed after %v", took)
+	nextLanes(t, session, 0, 6*time.Second)
+}
+
+// A session sees the same stream for each of its keys under /api: a
+// consumption key's and a combined key's requests come and go, another
+// user's key is 404, and deleting the key ends its stream.
+func TestAccountKeyLanesEndToEnd(t *testing.T) {
+	c := e2e.Start(t, keyStatusConfig(t, gateOpts{}), e2e.WithEnv(gateSecret))
+	acct := newAccount(t, c)
+	keyID, key := acct.key(t, acct.subscribe(t, "open", 2))
+	ck := acct.api(t, http.MethodPost, "/api/meta-keys", map[string]any{
+		"pledgeIds": []string{acct.subscribe(t, "open", 1), acct.subscribe(t, "open", 2)}, "label": "both"})
+	ckID, ckKey := ck.Get("id").Str, ck.Get("token").Str
+
+	events := lanesEventsAt(t, c, "/api/keys/"+keyID+"/lanes", acct.token)
+	ckEvents := lanesEventsAt(t, c, "/api/meta-keys/"+ckID+"/lanes", acct.token)
+	if ev, _ := nextLanes(t, events, 0, 5*time.Second); ev.Raw != `{"lanesInUse":0,"lanes":2,"inFlight":[]}` {
+		t.Fatalf("key on connect: %s", ev.Raw)
+	}
+	if ev, _ := nextLanes(t, ckEvents, 0, 5*time.Second); ev.Raw != `{"lanesInUse":0,"lanes":3,"inFlight":[]}` {
+		t.Fatalf("combined key on connect: %s", ev.Raw)
+	}
+
+	stop := holdStream(t, c, key, "m-open")
+	ev, _ := nextLanes(t, events, 1, 5*time.Second)
+	if fl := ev.Get("inFlight.0"); fl.Get("model").Str != "m-open" || fl.Get("endpoint").Str != "/v1/chat/completions" || fl.Get("startedAt").Str == "" {
+		t.Fatalf("key admitted: %s", ev.Raw)
+	}
+	stopCK := holdStream(t, c, ckKey, "m-open")
+	if ev, _ := nextLanes(t, ckEvents, 1, 5*time.Second); ev.Get("inFlight.0.model").Str != "m-open" {
+		t.Fatalf("combined key admitted: %s", ev.Raw)
+	}
+	stop()
+	stopCK()
+	nextLanes(t, events, 0, 5*time.Second)
+	nextLanes(t, ckEvents, 0, 5*time.Second)
+
+	// Another user's key, and the other kind's id: 404 in the envelope.
+	other := newAccount(t, c)
+	for _, path := range []string{"/api/keys/" + keyID + "/lanes", "/api/meta-keys/" + ckID + "/lanes"} {
+		if code, env := asUser(t, c.URL()+path, other.token, http.MethodGet, "", nil); code != http.StatusNotFound || env.Get("success").Bool() {
+			t.Errorf("GET %s as another user: %d %s", path, code, env.Raw)
+		}
+	}
+	if code, _ := asUser(t, c.URL()+"/api/meta-keys/"+keyID+"/lanes", acct.token, http.MethodGet, "", nil); code != http.StatusNotFound {
+		t.Errorf("a consumption key's id under /api/meta-keys: %d", code)
+	}
+
+	// Deleting the key ends its stream at the next poll (2 s).
+	acct.api(t, http.MethodDelete, "/api/keys/"+keyID, nil)
+	timeout := time.After(6 * time.Second)
+	for {
+		select {
+		case _, ok := <-events:
+			if !ok {
+				return
+			}
+		case <-timeout:
+			t.Fatal("the stream of a deleted key is still open")
+		}
+	}
 }

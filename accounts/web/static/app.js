@@ -32,7 +32,9 @@
 //   rule hints), #combined-submit ("Create combined key"); .combined-key[data-id=<id>] with "Reveal", "Copy",
 //   "Edit", "Delete", lanes table #combined-plan-<id>; edit: #edit-label-<id>, #edit-<id>-member-<subId>,
 //   #edit-<id>-role-<subId>, #edit-preview-<id>, #edit-hints-<id>, "Save changes"
-// Right now: .now-row[data-id=<key id>] with .now-window, .now-when, .now-lanes ("—" when unknown); #now-clock
+// Right now: .now-row[data-id=<key id>] with .now-window, .now-when, .now-lanes ("—" when unknown; "N of M",
+//   live from the key's /lanes stream, with ul.now-flights of the requests in flight), .now-usage-24h and
+//   .now-usage-7d (data-requests, data-input, data-output, data-refused); #now-clock
 // Connect: #connect-key, #connect-model, pre#snippet-claude, #snippet-codex-config, #snippet-codex-run,
 //   #snippet-openai-py, #snippet-openai-js, #snippet-anthropic-py, #snippet-anthropic-js (each with "Copy")
 // Errors: each action has a p.msg (role=alert) beside it with the server's message; .msg.ok / .msg.warn otherwise.

@@ -226,8 +226,12 @@ function editor(view, m, subsById, free, asSub) {
 // ---- Right now ------------------------------------------------------------------
 
 // GET /api/keys/:id and /api/meta-keys/:id report a key's window and lanes. Until the server has
-// them (404 "no such endpoint" or 405), the page shows "—" and stops asking.
+// them (404 "no such endpoint" or 405), the page shows "—" and stops asking. The lanes in use come
+// live from the key's stream (/lanes, the same events as GET /v1/key/lanes) while it is connected,
+// and the usage from /usage, which the gates write every 30 seconds.
 const missing = { keys: false, 'meta-keys': false };
+
+const USAGE_EVERY = 60000;
 
 export async function renderNow(ctx, view) {
   const [keys, metas] = await Promise.all([get('/api/keys'), get('/api/meta-keys')]);
@@ -240,20 +244,26 @@ export async function renderNow(ctx, view) {
     return;
   }
   const rows = items.map((it) => {
-    const cells = { window: h('td', { class: 'now-window' }, '—'), when: h('td', { class: 'now-when' }, '—'), lanes: h('td', { class: 'now-lanes num' }, '—') };
-    return { it, cells, el: h('tr', { class: 'now-row', dataset: { id: it.id } },
+    const cells = {
+      window: h('td', { class: 'now-window' }, '—'), when: h('td', { class: 'now-when' }, '—'),
+      lanes: h('span', { class: 'now-lanes-count' }, '—'), flights: h('ul', { class: 'now-flights small muted' }),
+      day: h('td', { class: 'now-usage-24h' }, '—'), week: h('td', { class: 'now-usage-7d' }, '—'),
+    };
+    return { it, cells, stream: null, el: h('tr', { class: 'now-row', dataset: { id: it.id } },
       h('th', { scope: 'row' }, it.name, h('span', { class: 'small muted' }, ` ${it.type}`), it.active ? '' : badge('revoked', 'off')),
-      cells.window, cells.when, cells.lanes) };
+      cells.window, cells.when, h('td', { class: 'now-lanes num' }, cells.lanes, cells.flights), cells.day, cells.week) };
   });
+  const heads = ['Key', 'Window', 'Closes / next opens', 'Lanes in use', 'Last 24 h', 'Last 7 days'];
   view.fill('now', h('div', { class: 'scroll' }, h('table', { class: 'now-table' },
-    h('thead', {}, h('tr', {}, ['Key', 'Window', 'Closes / next opens', 'Lanes in use'].map((t, i) => h('th', { scope: 'col', class: i === 3 ? 'num' : null }, t)))),
+    h('thead', {}, h('tr', {}, heads.map((t, i) => h('th', { scope: 'col', class: i === 3 ? 'num' : null }, t)))),
     h('tbody', {}, rows.map((r) => r.el)))));
 
   const clock = document.getElementById('now-clock');
   const refresh = async () => {
     if (document.hidden || view.stale()) return;
     clock.textContent = `It is ${pad2(utcHour())}:${pad2(new Date().getUTCMinutes())} UTC.`;
-    await Promise.all(rows.map(async ({ it, cells }) => {
+    await Promise.all(rows.map(async (row) => {
+      const { it, cells } = row;
       if (missing[it.kind]) return;
       const r = await api('GET', `/api/${it.kind}/${encodeURIComponent(it.id)}`);
       if (!r.ok) {
@@ -265,13 +275,89 @@ export async function renderNow(ctx, view) {
       cells.window.replaceChildren(d.windowOpen ? badge('open', 'ok') : badge('closed', 'off'));
       const at = d.windowOpen ? d.closesAt : d.nextOpensAt;
       cells.when.textContent = at ? `${d.windowOpen ? 'closes' : 'opens'} at ${when(at)}, ${inDuration(at)}` : '—';
-      cells.lanes.textContent = `${d.lanesInUse} of ${d.lanes}`;
+      if (!streaming(row)) cells.lanes.textContent = `${d.lanesInUse} of ${d.lanes}`;
     }));
   };
-  await refresh();
+  const refreshUsage = async () => {
+    if (document.hidden || view.stale()) return;
+    await Promise.all(rows.map(({ it, cells }) => showUsage(it, cells)));
+  };
+  await Promise.all([refresh(), refreshUsage()]);
+  for (const row of rows) openStream(row);
   const timer = setInterval(refresh, 5000);
-  document.addEventListener('visibilitychange', refresh);
-  return () => { clearInterval(timer); document.removeEventListener('visibilitychange', refresh); };
+  const usageTimer = setInterval(refreshUsage, USAGE_EVERY);
+  const onVisible = () => { refresh(); refreshUsage(); };
+  document.addEventListener('visibilitychange', onVisible);
+  return () => {
+    clearInterval(timer);
+    clearInterval(usageTimer);
+    document.removeEventListener('visibilitychange', onVisible);
+    for (const row of rows) if (row.stream) row.stream.close();
+  };
+}
+
+const streaming = (row) => row.stream && row.stream.readyState === EventSource.OPEN;
+
+// openStream follows the key's lanes stream: every event rewrites the lanes in use and the
+// requests in flight. EventSource reconnects by itself after a dropped connection; a refusal
+// (an answer that is not a stream) closes it, and the 5-second status refresh takes over.
+function openStream(row) {
+  const { it, cells } = row;
+  if (missing[it.kind]) return;
+  const es = new EventSource(`/api/${it.kind}/${encodeURIComponent(it.id)}/lanes`);
+  row.stream = es;
+  // data-stream on the row says whether the lanes are live (open), or the browser is reconnecting.
+  es.addEventListener('open', () => { row.el.dataset.stream = 'open'; });
+  es.addEventListener('error', () => { row.el.dataset.stream = es.readyState === EventSource.CLOSED ? 'closed' : 'reconnecting'; });
+  es.addEventListener('lanes', (ev) => {
+    let d;
+    try { d = JSON.parse(ev.data); } catch { return; }
+    cells.lanes.textContent = `${d.lanesInUse} of ${d.lanes}`;
+    cells.flights.replaceChildren(...(d.inFlight || []).map((f) => h('li', {},
+      `${f.model} · ${f.endpoint} · since ${new Date(f.startedAt).toLocaleTimeString()}`)));
+  });
+}
+
+// showUsage sums the key's hourly usage over the last 7 days and its last 24 hours.
+async function showUsage(it, cells) {
+  const from = new Date(Date.now() - 7 * 24 * 3600e3).toISOString();
+  const r = await api('GET', `/api/${it.kind}/${encodeURIComponent(it.id)}/usage?from=${encodeURIComponent(from)}`);
+  if (!r.ok) {
+    cells.day.textContent = cells.week.textContent = '—';
+    return;
+  }
+  // The 24 hourly rows up to and including the hour under way.
+  const dayFrom = Math.floor(Date.now() / 3600e3) * 3600e3 - 23 * 3600e3;
+  fillUsage(cells.day, sumUsage(r.data.filter((u) => Date.parse(u.hour) >= dayFrom)));
+  fillUsage(cells.week, sumUsage(r.data));
+}
+
+function sumUsage(rows) {
+  const t = { requests: 0, input: 0, output: 0, refused: 0, reasons: {} };
+  for (const u of rows) {
+    t.requests += u.admitted;
+    t.input += u.inputTokens;
+    t.output += u.outputTokens;
+    for (const [reason, n] of Object.entries(u.refused || {})) {
+      t.refused += n;
+      t.reasons[reason] = (t.reasons[reason] || 0) + n;
+    }
+  }
+  return t;
+}
+
+const count = (n) => n.toLocaleString('en-US');
+
+function fillUsage(cell, t) {
+  Object.assign(cell.dataset, { requests: t.requests, input: t.input, output: t.output, refused: t.refused });
+  const reasons = Object.entries(t.reasons).sort().map(([r, n]) => `${r.replace(/_/g, ' ')} ${count(n)}`).join(', ');
+  cell.replaceChildren(
+    h('span', { class: 'now-requests' }, `${count(t.requests)} request${t.requests === 1 ? '' : 's'}`),
+    h('br'),
+    h('span', { class: 'small' }, `${count(t.input)} in / ${count(t.output)} out tokens`),
+    h('br'),
+    h('span', { class: `small ${t.refused ? 'warn-text' : 'muted'}`, title: reasons || null },
+      `${count(t.refused)} refused${reasons ? ` (${reasons})` : ''}`));
 }
 
 // ---- Connect your agent -------------------------------------------------------------
