@@ -58,6 +58,9 @@ const (
 	StatusByDeadline = "deadline passed"
 )
 
+// endOfTime is a cutoff later than any intent's UpdatedAt.
+var endOfTime = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+
 // IntentPledge is the charge intent of a pledge charged at activation.
 const IntentPledge = "pledge"
 
@@ -164,7 +167,8 @@ func (s *Service) pledge(ctx context.Context, user *User, pool *Pool, order *sub
 // A pledge whose charge is under way (its pool went live) cannot be
 // withdrawn any more: that is a 409.
 func withdrawPledgeTx(tx Tx, sub *Subscription, now time.Time) error {
-	open, err := tx.ListOpenChargeIntents(now)
+	// Every open intent, whatever its time: another node's clock may be ahead.
+	open, err := tx.ListOpenChargeIntents(endOfTime)
 	if err != nil {
 		return err
 	}
@@ -608,6 +612,14 @@ func (s *Service) claimPledge(ctx context.Context, subID string) (*ChargeIntent,
 			}
 		}
 		now := s.clock()
+		// Writing the subscription makes a concurrent withdrawal (which
+		// writes it too) conflict with this claim, so that one of the two
+		// retries and sees the other: without it, a withdrawal that read no
+		// open intent could commit beside the claim (write skew).
+		sub.UpdatedAt = now
+		if err := tx.UpdateSubscription(sub); err != nil {
+			return err
+		}
 		c := &ChargeIntent{ID: newID(), UserID: sub.UserID, SubscriptionID: sub.ID, Kind: IntentPledge,
 			Amount: amount, IdempotencyKey: billing.PledgeKey(sub.ID), Status: IntentPending, CreatedAt: now, UpdatedAt: now}
 		if err := tx.CreateChargeIntent(c); err != nil {

@@ -149,7 +149,8 @@ func crossCases(w *crossWorld) map[string][]crossCall {
 		"DELETE /api/keys/{id}": {f("DELETE", "/api/keys/"+w.aKeyID, nil)},
 		"GET /api/keys/{id}":    {f("GET", "/api/keys/"+w.aKeyID, nil)},
 		"GET /api/keys/{id}/{view}": {f("GET", "/api/keys/"+w.aKeyID+"/usage", nil),
-			f("GET", "/api/keys/"+w.aKeyID+"/usage?from=2020-01-01T00:00:00Z&to=2020-01-02T00:00:00Z", nil)},
+			f("GET", "/api/keys/"+w.aKeyID+"/usage?from=2020-01-01T00:00:00Z&to=2020-01-02T00:00:00Z", nil),
+			f("GET", "/api/keys/"+w.aKeyID+"/lanes", nil)},
 
 		"GET /api/keys/management":         {own("GET", "/api/keys/management", nil)},
 		"POST /api/keys/management":        {own("POST", "/api/keys/management", map[string]any{"name": "b-extra"})},
@@ -172,6 +173,7 @@ func crossCases(w *crossWorld) map[string][]crossCall {
 		"DELETE /api/meta-keys/{id}":    {f("DELETE", "/api/meta-keys/"+w.aCombinedID, nil)},
 		"GET /api/meta-keys/{id}":       {f("GET", "/api/meta-keys/"+w.aCombinedID, nil)},
 		"GET /api/meta-keys/{id}/usage": {f("GET", "/api/meta-keys/"+w.aCombinedID+"/usage", nil)},
+		"GET /api/meta-keys/{id}/lanes": {f("GET", "/api/meta-keys/"+w.aCombinedID+"/lanes", nil)},
 
 		"GET /api/pools/disclosure": {own("GET", "/api/pools/disclosure", nil)},
 		"GET /api/pools":            {own("GET", "/api/pools", nil)},
@@ -281,7 +283,8 @@ func TestCrossUserAccess(t *testing.T) {
 	operatorCalls := 0
 	for _, r := range operatorRoutes {
 		method, path, _ := strings.Cut(r, " ")
-		path = strings.NewReplacer("/users/{id}", "/users/"+w.a.id, "/subscriptions/{id}", "/subscriptions/"+w.aSubKeyed).Replace(path)
+		path = strings.NewReplacer("/users/{id}", "/users/"+w.a.id, "/subscriptions/{id}", "/subscriptions/"+w.aSubKeyed,
+			"/pools/{slug}", "/pools/open").Replace(path)
 		if strings.Contains(path, "{") {
 			t.Errorf("operator route %s: no id to fill in; extend the replacer", r)
 			continue
@@ -289,6 +292,9 @@ func TestCrossUserAccess(t *testing.T) {
 		var body any
 		if strings.HasSuffix(path, "/users") {
 			body = map[string]any{"email": "intruder@example.com"}
+		}
+		if strings.HasSuffix(path, "/status") {
+			body = map[string]any{"status": "paused"}
 		}
 		for _, url := range []string{c.URL() + path, c.URL() + "/api" + path, c.URL() + "/api/.." + path, c.URL() + "/api/%2e%2e" + path} {
 			for _, hdr := range [][]string{bearer(w.b.token), bearer(w.bMgmtKey), bearer(w.aMgmtKey), nil} {
