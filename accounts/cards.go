@@ -354,6 +354,12 @@ func (s *Service) retryCharge(ctx context.Context, sub *Subscription, c *Charge,
 			cur.CurrentPeriodEnd = nextPeriodEnd(cur.CurrentPeriodEnd, cur.BillingCycle)
 		}
 		cur.Status = SubActive
+		if pending, err := neverKeyedOnManualPoolTx(tx, cur); err != nil {
+			return err
+		} else if pending {
+			// A pledge declined at activation: its key still comes from the operator.
+			cur.Status = SubPendingKey
+		}
 		cur.PastDueSince = time.Time{}
 		cur.UpdatedAt = s.clock()
 		return tx.UpdateSubscription(cur)
@@ -378,4 +384,22 @@ func nextPeriodEnd(t time.Time, cycle string) time.Time {
 		return t.AddDate(1, 0, 0)
 	}
 	return t.AddDate(0, 1, 0)
+}
+
+// neverKeyedOnManualPoolTx reports whether sub is on a manually provisioned
+// pool and has never had a key (standalone or through a combined key): a
+// pledge that was declined at activation and is paid now waits for the
+// operator's key, as a paid purchase does.
+func neverKeyedOnManualPoolTx(tx Tx, sub *Subscription) (bool, error) {
+	pool, err := tx.GetPool(sub.PoolID)
+	if err != nil || !pool.ManualProvisioning {
+		return false, err
+	}
+	if k, err := keyOfTx(tx, sub.ID); err != nil || k != nil {
+		return false, err
+	}
+	if _, err := tx.GetCombinedKeyBySubscription(sub.ID); !errors.Is(err, ErrNotFound) {
+		return false, err
+	}
+	return true, nil
 }

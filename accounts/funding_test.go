@@ -428,3 +428,27 @@ func TestSyncConfiguredPoolsKeepsRunTimeStatus(t *testing.T) {
 		}
 	})
 }
+
+func TestFundingDeclinedPledgeOnManualPoolWaitsForTheOperatorKey(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st accounts.Store) {
+		e := newEnv(t, st)
+		p := e.pool("hand", accounts.PoolFunding, 1, true)
+		p.FundingGoal = "1000"
+		e.update(func(tx accounts.Tx) error { return tx.UpsertPool(p) })
+		u, _ := e.user("una@example.test", billing.TestCardDeclined)
+		pl := e.pledge(u, "hand", 1, "asia")
+		_, err := e.svc.SetPoolStatus(e.ctx, "hand", accounts.PoolActive)
+		e.must(err)
+		if rep := e.funding(); rep.Declined != 1 || e.getSub(pl.ID).Status != accounts.SubPastDue {
+			t.Fatalf("activation %+v, sub %+v", rep, e.getSub(pl.ID))
+		}
+		// A working card pays it: the operator still delivers the key.
+		_, err = e.svc.SetupIntent(e.ctx, u.ID, billing.TestCardVisa)
+		e.must(err)
+		if s := e.getSub(pl.ID); s.Status != accounts.SubPendingKey {
+			t.Fatalf("after paying, the pledge on a manual pool is %s, want pending_key", s.Status)
+		}
+		_, err = e.svc.CreateKey(e.ctx, u.ID, pl.ID, "")
+		wantStatus(t, err, 409, "pending_key")
+	})
+}

@@ -322,6 +322,7 @@ func (a *App) upsertPools(ctx context.Context) error {
 		case !s.New && s.StatusWas != s.Status:
 			a.logger.Info("pool status changed by the configuration", zap.String("pool", s.Slug),
 				zap.String("from", s.StatusWas), zap.String("to", s.Status))
+			a.shared.funding.PoolMoved(&accounts.Pool{Slug: s.Slug}, s.StatusWas, s.Status, accounts.StatusByConfig)
 		}
 	}
 	return nil
