@@ -236,8 +236,10 @@ func (tw *translateWriter) flush() error {
 // first event ready within microseconds: headers and event then leave in one
 // packet, as they do through a bare proxy, instead of two that the client
 // must wake up for one after the other. An upstream still computing its
-// first token lets the headers go after headerHold.
-const headerHold = time.Millisecond
+// first token lets the headers go after headerHold. A variable only so that a
+// test of the order of the first writes can hold longer than any scheduling
+// delay of a loaded machine.
+var headerHold = time.Millisecond
 
 // releaseHeaders flushes held headers when no event came within headerHold.
 func (tw *translateWriter) releaseHeaders() {
