@@ -850,7 +850,7 @@ type PoolFundingFigures struct {
 	Slots   int     // hour slots held by pledges
 }
 
-// FundingFigures reads every non-draft pool's funding figures.
+// FundingFigures reads every pool's funding figures (drafts too: a released pool shows 0).
 func (s *Service) FundingFigures(ctx context.Context) ([]PoolFundingFigures, error) {
 	var out []PoolFundingFigures
 	err := s.store.View(ctx, func(tx Tx) error {

@@ -108,7 +108,7 @@ func CheckPoolStatus(status string) error {
 }
 
 // Pool is a plan for one model, offering seats in time blocks. Pools come from
-// the Caddy configuration and are upserted into the store at provision.
+// the Caddy configuration and are written to the store when the app starts (SyncConfiguredPools).
 type Pool struct {
 	ID                 string // UUID, stable across config reloads (derived from the slug)
 	Slug               string // unique

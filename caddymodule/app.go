@@ -42,7 +42,7 @@ type App struct {
 	Secret string `json:"secret,omitempty"`
 	// TermsVersion is the current purchase-terms version.
 	TermsVersion string `json:"terms_version,omitempty"`
-	// Pools are the model pools on sale, upserted into the store at provision.
+	// Pools are the model pools on sale, written to the store at Start.
 	Pools []*PoolConfig `json:"pools,omitempty"`
 	// SessionTTL is how long a session token lives (default 30 days).
 	SessionTTL caddy.Duration `json:"session_ttl,omitempty"`
