@@ -42,17 +42,17 @@ const (
 // tolerated), or is a Gemini model's generateContent or
 // streamGenerateContent (ParseGeminiPath).
 func FormatFromPath(p string) Format {
+	q := strings.TrimSuffix(p, "/")
+	switch {
+	case strings.HasSuffix(q, ChatPath):
+		return Chat
+	case strings.HasSuffix(q, MessagesPath):
+		return Messages
+	case strings.HasSuffix(q, ResponsesPath):
+		return Responses
+	}
 	if _, m, ok := ParseGeminiPath(p); ok && (m == GeminiGenerate || m == GeminiStream) {
 		return Gemini
-	}
-	p = strings.TrimSuffix(p, "/")
-	switch {
-	case strings.HasSuffix(p, ChatPath):
-		return Chat
-	case strings.HasSuffix(p, MessagesPath):
-		return Messages
-	case strings.HasSuffix(p, ResponsesPath):
-		return Responses
 	}
 	return Unknown
 }
