@@ -95,8 +95,12 @@ func (s *Stream) sinkDrain(dst []byte) []byte {
 		b = b[i+2:]
 		switch {
 		case len(ev) > 0 && ev[0] == ':': // keep-alive
-			s.out = append(s.out, ev...)
-			s.out = append(s.out, sseEnd...)
+			// Not to a Gemini client: Google sends none, and the Go and
+			// Python SDKs fail on an event that is not data.
+			if s.client != Gemini {
+				s.out = append(s.out, ev...)
+				s.out = append(s.out, sseEnd...)
+			}
 		case len(ev) > 6 && b2s(ev[:6]) == "data: ":
 			switch d := b2s(ev[6:]); {
 			case d == "[DONE]":
