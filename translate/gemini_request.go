@@ -657,8 +657,8 @@ func appendMadeUpID(dst []byte, content, part int) []byte {
 type contentsWriter struct {
 	dst   []byte
 	calls []geminiPastCall // the last model turn's calls
-	parts []geminiPart // the content being written
-	turns bool         // a user or assistant message was written
+	parts []geminiPart     // the content being written
+	turns bool             // a user or assistant message was written
 }
 
 // appendGeminiContents writes the contents array.
