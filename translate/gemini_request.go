@@ -562,13 +562,12 @@ func readGeminiPart(c *cursor, p *loc) (geminiPart, *Error) {
 		return gp, p.bad(": must be an object (a Part)")
 	}
 	var thought, server string
-	data, members := 0, 0
+	data := 0
 	for {
 		k, ok := c.key()
 		if !ok {
 			break
 		}
-		members++
 		name := geminiKey(k)
 		kind := gpNone
 		switch name {
@@ -608,10 +607,10 @@ func readGeminiPart(c *cursor, p *loc) (geminiPart, *Error) {
 		return gp, p.bad(": " + server + " parts belong to server-side tools (code execution), which are not supported")
 	case data > 1:
 		return gp, p.bad(": a part holds one of text, inlineData, fileData, functionCall or functionResponse, not several")
-	case members == 0:
-		return gp, p.bad(": a part needs text, inlineData, fileData, functionCall or functionResponse")
 	case data == 0:
-		// A thoughtSignature alone (or another hint): nothing to carry.
+		// A thoughtSignature alone (or another hint), or nothing: the SDKs
+		// send a stream's closing {"text":""} back as {} (the Go SDK omits
+		// the empty string). Nothing to carry.
 		return gp, nil
 	}
 	if gp.kind == gpText {
