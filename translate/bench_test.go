@@ -201,3 +201,30 @@ func TestStreamChunkAllocs(t *testing.T) {
 		}
 	}
 }
+
+// The codec table's indirect call costs a whole answer no allocation: as
+// many as the pair's writer called directly (a pointer handed to a function
+// of the table would escape, one more per answer).
+func TestResponseTableAllocs(t *testing.T) {
+	chat := readFile(t, "testdata/responses/llamacpp_think_inline.json")
+	messages := readFile(t, "testdata/responses/anthropic_message.json")
+	var cfg Config
+	for _, c := range []struct {
+		client, upstream Format
+		body             []byte
+		direct           func(dst []byte, s string, prefilled bool) []byte
+	}{
+		{Chat, Chat, chat, passChatResponse}, {Messages, Chat, chat, chatResponseToMessages},
+		{Chat, Messages, messages, messagesResponseToChat}, {Messages, Messages, messages, passMessagesResponse},
+	} {
+		out := make([]byte, 0, 16<<10)
+		s := trimJSON(string(c.body))
+		direct := testing.AllocsPerRun(100, func() { out = c.direct(out[:0], s, false) })
+		viaTable := testing.AllocsPerRun(100, func() {
+			out, _ = TranslateResponse(c.client, c.upstream, c.body, Request{Reasoning: true}, &cfg, out[:0])
+		})
+		if viaTable > direct {
+			t.Errorf("%s from %s: %v allocs per answer through the table, %v directly", c.client, c.upstream, viaTable, direct)
+		}
+	}
+}

@@ -21,8 +21,10 @@ type codec struct {
 	// request reads a client's body s (a JSON object) into cfg.Upstream's
 	// format, appending to dst; call is what the request's path says.
 	request func(dst []byte, s string, cfg *Config, call Call) ([]byte, Request, *Error)
-	// response writes the upstream's whole answer s for the client.
-	response func(dst []byte, s string, upstream Format, req *Request, prefilled bool) []byte
+	// response writes the upstream's whole answer s for the client. req is
+	// a copy: a pointer given to a function of the table escapes, and
+	// would cost every answer an allocation.
+	response func(dst []byte, s string, upstream Format, req Request, prefilled bool) []byte
 	// sink returns the writer of the client's stream from chat chunks,
 	// reusing the one s kept from its last response; nil for the formats
 	// written directly.
@@ -51,7 +53,7 @@ var codecs = [...]codec{
 			}
 			return passRequest(Chat, dst, s, cfg)
 		},
-		response: func(dst []byte, s string, upstream Format, _ *Request, prefilled bool) []byte {
+		response: func(dst []byte, s string, upstream Format, _ Request, prefilled bool) []byte {
 			if upstream == Messages {
 				return messagesResponseToChat(dst, s, prefilled)
 			}
@@ -69,7 +71,7 @@ var codecs = [...]codec{
 			}
 			return passRequest(Messages, dst, s, cfg)
 		},
-		response: func(dst []byte, s string, upstream Format, _ *Request, prefilled bool) []byte {
+		response: func(dst []byte, s string, upstream Format, _ Request, prefilled bool) []byte {
 			if upstream == Chat {
 				return chatResponseToMessages(dst, s, prefilled)
 			}
@@ -84,7 +86,9 @@ var codecs = [...]codec{
 		request: func(dst []byte, s string, cfg *Config, _ Call) ([]byte, Request, *Error) {
 			return responsesRequest(dst, s, cfg)
 		},
-		response:        responsesResponse,
+		response: func(dst []byte, s string, upstream Format, req Request, prefilled bool) []byte {
+			return responsesResponse(dst, s, upstream, &req, prefilled)
+		},
 		sink:            func(s *Stream) chatSink { return s.respSink() },
 		comments:        true,
 		appendError:     appendChatError, // the Responses API's errors have chat's shape
@@ -93,8 +97,10 @@ var codecs = [...]codec{
 		outputLimit:     "max_output_tokens", input: "input",
 	},
 	Gemini: {
-		request:         geminiRequest,
-		response:        geminiResponse,
+		request: geminiRequest,
+		response: func(dst []byte, s string, upstream Format, req Request, prefilled bool) []byte {
+			return geminiResponse(dst, s, upstream, &req, prefilled)
+		},
 		sink:            func(s *Stream) chatSink { return s.geminiSink() },
 		appendError:     appendGeminiError,
 		appendModel:     appendGeminiModel,

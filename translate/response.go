@@ -33,7 +33,7 @@ func TranslateResponse(client, upstream Format, body []byte, req Request, cfg *C
 	if !ok {
 		c = &codecs[upstream]
 	}
-	return c.response(dst, s, upstream, &req, prefilled), nil
+	return c.response(dst, s, upstream, req, prefilled), nil
 }
 
 // answer is a response's content, gathered for rewriting.
