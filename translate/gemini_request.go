@@ -87,6 +87,10 @@ type geminiConfig struct {
 	stop                                               string // raw array
 	format                                             string // a chat response_format, or ""
 	maxTokens                                          int64
+	// showThoughts: thinkingConfig.includeThoughts is true. Without it
+	// the model may think, but the answer holds no thought parts, as
+	// Google's API answers (thoughtsTokenCount still counts them).
+	showThoughts bool
 }
 
 // geminiToChat writes the chat request. final says it goes upstream as it
@@ -141,6 +145,7 @@ func geminiToChat(dst []byte, s string, cfg *Config, call Call, final bool) ([]b
 	}
 	req.Stream = call.Stream
 	req.Reasoning = r.on
+	req.showThoughts = g.showThoughts
 	maxTokens := g.maxTokens
 	if final {
 		r.fix(cfg.Dialect(), &maxTokens)
@@ -340,7 +345,7 @@ func (g *geminiConfig) read(v string, r *reasoning, cfg *Config) *Error {
 	if err := g.readFormat(mime, schema, jsonSchema, cfg); err != nil {
 		return err
 	}
-	return readThinkingConfig(thinking, r)
+	return readThinkingConfig(thinking, r, &g.showThoughts)
 }
 
 // readFormat reads responseMimeType and the schemas into a chat
@@ -392,7 +397,7 @@ func (g *geminiConfig) readFormat(mime, schema, jsonSchema string, cfg *Config) 
 
 // readThinkingConfig reads thinkingConfig {includeThoughts, thinkingBudget,
 // thinkingLevel} into the uniform control.
-func readThinkingConfig(v string, r *reasoning) *Error {
+func readThinkingConfig(v string, r *reasoning, show *bool) *Error {
 	if isNull(v) {
 		return nil
 	}
@@ -418,6 +423,7 @@ func readThinkingConfig(v string, r *reasoning) *Error {
 	if err := checkBool(include, "generationConfig.thinkingConfig.includeThoughts"); err != nil {
 		return err
 	}
+	*show = include == "true"
 	if !isNull(level) && strings.EqualFold(inner(level), "THINKING_LEVEL_UNSPECIFIED") {
 		level = ""
 	}

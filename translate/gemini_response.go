@@ -38,7 +38,7 @@ func chatToGemini(dst []byte, s string, req *Request, prefilled bool) []byte {
 	a.split(prefilled)
 
 	dst = append(dst, `{"candidates":[{"content":{"role":"model","parts":[`...)
-	if a.hasReasoning() {
+	if a.hasReasoning() && req.showThoughts {
 		dst = append(dst, `{"text":`...)
 		dst = a.appendReasoning(dst)
 		dst = append(dst, `,"thought":true}`...)

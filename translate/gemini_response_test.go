@@ -12,7 +12,7 @@ import (
 // request path named pathModel.
 func geminiWhole(t *testing.T, up Format, in string, prefilled bool) gjson.Result {
 	t.Helper()
-	req := Request{Reasoning: prefilled, call: Call{Model: "gemini-path-model"}}
+	req := Request{Reasoning: prefilled, call: Call{Model: "gemini-path-model"}, showThoughts: true}
 	out, err := TranslateResponse(Gemini, up, []byte(in), req, &Config{Upstream: up, ThinkPrefilled: prefilled}, []byte("keep"))
 	if err != nil {
 		t.Fatal(err)
@@ -228,4 +228,41 @@ func TestGeminiResponseContent(t *testing.T) {
 			t.Errorf("responseId %s", r.Get("responseId").Raw)
 		}
 	})
+}
+
+// includeThoughts: without it the model may think, but the answer holds
+// no thought parts, whole or streamed; thoughtsTokenCount still counts
+// them, as Google's API answers.
+func TestGeminiHiddenThoughts(t *testing.T) {
+	body := []byte(`{"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"thinkingConfig":{"thinkingBudget":2048}}}`)
+	cfg := Config{Upstream: Chat}
+	_, req, err := TranslateCallRequest(Gemini, Call{Model: "m"}, body, &cfg, nil, false)
+	if err != nil || !req.Reasoning || req.showThoughts {
+		t.Fatalf("req %+v, err %v", req, err)
+	}
+	whole := string(readFile(t, filepath.Join("testdata", "responses", "vllm_reasoning_tool.json")))
+	out, terr := TranslateResponse(Gemini, Chat, []byte(whole), req, &cfg, nil)
+	if terr != nil {
+		t.Fatal(terr)
+	}
+	r := gjson.ParseBytes(out)
+	if g := partsOf(r); strings.Join(g.kinds, ",") != "text,call" || r.Get("usageMetadata.thoughtsTokenCount").Int() == 0 {
+		t.Errorf("kinds %v, usage %s", g.kinds, r.Get("usageMetadata").Raw)
+	}
+	_, evs := geminiStreamOf(t, Chat, req, cfg, fixtureStream(t, "vllm_reasoning_tools"))
+	for _, ev := range evs {
+		for _, p := range ev.Get("candidates.0.content.parts").Array() {
+			if p.Get("thought").Bool() {
+				t.Errorf("a thought part in the stream: %s", ev.Raw)
+			}
+		}
+	}
+	if last := evs[len(evs)-1]; last.Get("usageMetadata.thoughtsTokenCount").Int() == 0 {
+		t.Errorf("the last event does not count the thoughts: %s", last.Raw)
+	}
+
+	body = []byte(`{"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"thinkingConfig":{"includeThoughts":true}}}`)
+	if _, req, err = TranslateCallRequest(Gemini, Call{Model: "m"}, body, &cfg, nil, false); err != nil || !req.showThoughts || !req.Reasoning {
+		t.Errorf("includeThoughts: req %+v, err %v", req, err)
+	}
 }

@@ -44,14 +44,16 @@ type geminiCall struct {
 
 type geminiStream struct {
 	pathModel string // the model the request's path named
-	started   bool
-	tail      []byte // `,"modelVersion":…,"responseId":…}`, the same for every event
-	parts     []byte // the parts of the event being written
-	calls     []geminiCall
-	stop      stopReason
-	refusal   bool
-	u         usage
-	dropped   int
+	// showThoughts: the client asked to see thoughts (includeThoughts).
+	showThoughts bool
+	started      bool
+	tail         []byte // `,"modelVersion":…,"responseId":…}`, the same for every event
+	parts        []byte // the parts of the event being written
+	calls        []geminiCall
+	stop         stopReason
+	refusal      bool
+	u            usage
+	dropped      int
 }
 
 func (s *Stream) geminiSink() chatSink {
@@ -63,8 +65,8 @@ func (s *Stream) geminiSink() chatSink {
 
 func (x *geminiStream) reset(_ Format, req Request, _ *Config) {
 	*x = geminiStream{
-		pathModel: req.call.Model,
-		tail:      x.tail[:0], parts: x.parts[:0], calls: x.calls[:0],
+		pathModel: req.call.Model, showThoughts: req.showThoughts,
+		tail: x.tail[:0], parts: x.parts[:0], calls: x.calls[:0],
 	}
 }
 
@@ -160,7 +162,7 @@ func (x *geminiStream) event(s *Stream, final bool) {
 // delta takes a delta of the inner chat writer (reasoning always in
 // reasoning_content).
 func (x *geminiStream) delta(d *chunkDelta) {
-	if isStr(d.reasoningContent) && !emptyStr(d.reasoningContent) {
+	if x.showThoughts && isStr(d.reasoningContent) && !emptyStr(d.reasoningContent) {
 		x.partSep()
 		x.parts = append(x.parts, `{"text":`...)
 		x.parts = append(x.parts, d.reasoningContent...)

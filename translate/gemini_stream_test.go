@@ -12,7 +12,7 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-var geminiReq = Request{Stream: true, call: Call{Model: "gemini-path-model", Stream: true}}
+var geminiReq = Request{Stream: true, call: Call{Model: "gemini-path-model", Stream: true}, showThoughts: true}
 
 func runGeminiStream(up Format, req Request, cfg Config, in []byte, split func(int) int) (*Stream, []byte) {
 	cfg.Upstream = up
@@ -204,7 +204,7 @@ func TestGeminiStreamContent(t *testing.T) {
 		}
 	})
 	t.Run("prefilled <think>", func(t *testing.T) {
-		_, evs := geminiStreamOf(t, Chat, Request{Stream: true, Reasoning: true}, Config{ThinkPrefilled: true}, fixtureStream(t, "think_prefilled"))
+		_, evs := geminiStreamOf(t, Chat, Request{Stream: true, Reasoning: true, showThoughts: true}, Config{ThinkPrefilled: true}, fixtureStream(t, "think_prefilled"))
 		g, _ := geminiSummary(evs)
 		if g.thoughts == "" || strings.Contains(g.text, "</think>") || strings.Contains(g.thoughts, "</think>") {
 			t.Errorf("thoughts %q text %q", g.thoughts, g.text)

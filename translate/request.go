@@ -25,6 +25,9 @@ type Request struct {
 	resp respOptions
 	// call is what the request's path said (the Gemini model).
 	call Call
+	// showThoughts: a Gemini client asked to see the model's thoughts
+	// (thinkingConfig.includeThoughts).
+	showThoughts bool
 }
 
 // TranslateRequest turns a client body (in format client) into the body for

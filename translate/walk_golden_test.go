@@ -178,15 +178,15 @@ func walkAnswer(out []byte, req Request, err *Error) string {
 	return "request " + requestFields(req) + "\n" + string(out)
 }
 
-// requestFields renders every field of a Request, leaving out resp and call
-// (what only a Responses or Gemini client's request fills) when they are
-// zero.
+// requestFields renders every field of a Request, leaving out resp, call
+// and showThoughts (what only a Responses or Gemini client's request
+// fills) when they are zero.
 func requestFields(req Request) string {
 	v := reflect.ValueOf(req)
 	var l []string
 	for i := 0; i < v.NumField(); i++ {
 		f := v.Type().Field(i)
-		if (f.Name == "resp" || f.Name == "call") && v.Field(i).IsZero() {
+		if (f.Name == "resp" || f.Name == "call" || f.Name == "showThoughts") && v.Field(i).IsZero() {
 			continue
 		}
 		l = append(l, fmt.Sprintf("%s:%+v", f.Name, v.Field(i)))
