@@ -171,18 +171,18 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		return err
 	}
 	switch ep {
-	case epModels, epModel:
-		stripCredentials(r.Header)
+	case epModels, epModel, epGeminiModels, epGeminiModel:
+		stripCredentials(r)
 		return g.serveModels(w, r, ep, modelID, format, ent, now)
 	case epKey:
-		stripCredentials(r.Header)
+		stripCredentials(r)
 		return g.serveKeyStatus(w, r, format, ent, now)
 	case epKeyLanes:
 		key := credential(r) // the stream looks it up again as it runs
-		stripCredentials(r.Header)
+		stripCredentials(r)
 		return g.serveKeyLanes(w, r, format, ent, key, now)
 	}
-	stripCredentials(r.Header)
+	stripCredentials(r)
 
 	sb, err := readBody(r, g.maxBody)
 	// The gate holds the buffer until it hands it to the forwarded body.
@@ -199,7 +199,7 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		return g.reject(w, format, rejectBadRequest, http.StatusBadRequest, "", "could not read the request body: "+err.Error(), 0, ent)
 	}
 	body := sb.bytes()
-	fields, err := scanInference(body, format)
+	fields, err := scanInference(body, format, modelID)
 	if err != nil {
 		return g.reject(w, format, rejectBadRequest, http.StatusBadRequest, "", err.Error(), 0, ent)
 	}
@@ -211,7 +211,7 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	if adm.Lanes == 0 {
 		return g.windowClosed(w, format, ent, adm.Model, adm.NextOpen, now)
 	}
-	if ep == epCount {
+	if ep == epCount || ep == epGeminiCount {
 		fb := setBody(r, sb)
 		sb = nil // held by fb
 		defer fb.release()
@@ -396,30 +396,46 @@ func (g *Gate) clientGone(w http.ResponseWriter, ent *accounts.Entitlement) erro
 	return nil
 }
 
-// stripCredentials removes the client's credential headers once the gate
-// has read the key, so that nothing after it (translate, reverse_proxy)
-// passes the user's key to the model server. Authorization goes whatever it
-// holds: the upstream gets only what the Caddyfile gives it (header_up
-// Authorization "Bearer {env.MODEL_SERVER_KEY}" for a server that needs its
-// own key). Caddy's access log records the request as it arrived, before
-// any handler; the log filter of Caddyfile.example keeps keys out of it.
-func stripCredentials(h http.Header) {
+// stripCredentials removes the client's credentials once the gate has read
+// the key, so that nothing after it (translate, reverse_proxy) passes the
+// user's key to the model server. Authorization goes whatever it holds: the
+// upstream gets only what the Caddyfile gives it (header_up Authorization
+// "Bearer {env.MODEL_SERVER_KEY}" for a server that needs its own key).
+// Caddy's access log records the request as it arrived, before any
+// handler; the log filter of Caddyfile.example keeps keys out of it.
+func stripCredentials(r *http.Request) {
+	h := r.Header
 	delete(h, "X-Api-Key")
 	delete(h, "Authorization")
+	delete(h, "X-Goog-Api-Key")
+	if q := r.URL.RawQuery; q != "" && strings.Contains(q, geminiKeyParam+"=") {
+		v := r.URL.Query()
+		v.Del(geminiKeyParam)
+		r.URL.RawQuery = v.Encode()
+	}
 }
 
-// credential returns the key from x-api-key or Authorization: Bearer.
+// geminiKeyParam is the query parameter the Gemini API takes a key in.
+const geminiKeyParam = "key"
+
+// credential returns the key from x-api-key, Authorization: Bearer, or, on
+// the Gemini API, x-goog-api-key or ?key=.
 func credential(r *http.Request) string {
 	if v := r.Header["X-Api-Key"]; len(v) > 0 && v[0] != "" {
 		return strings.TrimSpace(v[0])
 	}
-	auth := r.Header["Authorization"]
-	if len(auth) == 0 {
+	if auth := r.Header["Authorization"]; len(auth) > 0 {
+		const bearer = "Bearer "
+		if len(auth[0]) > len(bearer) && strings.EqualFold(auth[0][:len(bearer)], bearer) {
+			return strings.TrimSpace(auth[0][len(bearer):])
+		}
 		return ""
 	}
-	const bearer = "Bearer "
-	if len(auth[0]) > len(bearer) && strings.EqualFold(auth[0][:len(bearer)], bearer) {
-		return strings.TrimSpace(auth[0][len(bearer):])
+	if v := r.Header["X-Goog-Api-Key"]; len(v) > 0 && v[0] != "" {
+		return strings.TrimSpace(v[0])
+	}
+	if q := r.URL.RawQuery; q != "" && strings.Contains(q, geminiKeyParam+"=") && geminiStyle(r.URL.Path) {
+		return strings.TrimSpace(r.URL.Query().Get(geminiKeyParam))
 	}
 	return ""
 }

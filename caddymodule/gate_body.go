@@ -81,11 +81,18 @@ type inferenceFields struct {
 
 // scanInference checks that body is one JSON object with a model and reads
 // the fields the gate acts on in a request of format; the error says what to
-// fix.
-func scanInference(body []byte, format translate.Format) (inferenceFields, error) {
+// fix. pathModel is the model the path names (the Gemini API's), which the
+// body then does not.
+func scanInference(body []byte, format translate.Format, pathModel string) (inferenceFields, error) {
 	limit := format.OutputLimitField()
-	f := inferenceFields{maxTokensName: limit}
+	// A nested limit (Gemini's generationConfig.maxOutputTokens) is found in
+	// its top-level member.
+	limitMember, limitPath, _ := strings.Cut(limit, ".")
+	f := inferenceFields{maxTokensName: limit, model: pathModel}
 	if len(body) == 0 {
+		if pathModel != "" {
+			return f, errors.New("request body is empty; send a JSON object with " + format.InputField())
+		}
 		return f, errors.New("request body is empty; send a JSON object with model and " + format.InputField())
 	}
 	// JSON nested no deeper than the translator takes, checked in the same
@@ -100,6 +107,9 @@ func scanInference(body []byte, format translate.Format) (inferenceFields, error
 		}
 		switch k {
 		case "model":
+			if pathModel != "" {
+				return // the path names it
+			}
 			m := gjson.Parse(v)
 			if m.Type != gjson.String || m.Str == "" {
 				modelErr = errors.New("model must be a non-empty string")
@@ -109,8 +119,12 @@ func scanInference(body []byte, format translate.Format) (inferenceFields, error
 			// rewriteBody edits the body in place; after admission the gate
 			// uses the grant's name (Admission.Model).
 			f.model = m.Str
-		case limit:
-			f.maxTokens = gjson.Parse(v)
+		case limitMember:
+			if limitPath != "" {
+				f.maxTokens = gjson.Get(v, limitPath)
+			} else {
+				f.maxTokens = gjson.Parse(v)
+			}
 		case translate.MaxCompletionTokensField:
 			f.maxCompletionTokens = gjson.Parse(v)
 		case "priority":

@@ -230,6 +230,8 @@ func (e gateEndpoint) path() string {
 		return "/v1/messages"
 	case epResponses:
 		return "/v1/responses"
+	case epGemini:
+		return "/v1beta/models/{model}:generateContent"
 	}
 	return ""
 }

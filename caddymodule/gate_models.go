@@ -21,7 +21,7 @@ func (g *Gate) serveModels(w http.ResponseWriter, r *http.Request, ep gateEndpoi
 	g.state.metrics.laneless[lanelessModels].Inc()
 	g.state.lastUsed.Record(ent.KeyID, ent.Combined, now)
 	models := ent.Models(now, make([]accounts.HeldModel, 0, 4))
-	if ep == epModel {
+	if ep == epModel || ep == epGeminiModel {
 		i := indexModel(models, id)
 		if i < 0 {
 			return g.reject(w, format, rejectModelNotHeld, http.StatusNotFound, "model_not_found",

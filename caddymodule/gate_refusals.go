@@ -46,21 +46,25 @@ const (
 var (
 	refusalMissingKey = newStaticRefusal(http.StatusUnauthorized, "missing_api_key",
 		"no API key: send a consumption key (sk_pool_...) or a combined key (sk-compat-meta-...) "+
-			"in the x-api-key header or as Authorization: Bearer <key>")
+			"in the x-api-key header or as Authorization: Bearer <key> (x-goog-api-key on the Gemini API)")
 	refusalWrongKeyKind = newStaticRefusal(http.StatusUnauthorized, "invalid_api_key",
 		"management keys/session tokens are for the account API; use a consumption key (sk_pool_...) or a combined key")
 	refusalInvalidKey = newStaticRefusal(http.StatusUnauthorized, "invalid_api_key", msgInvalidKey)
 )
 
-// staticRefusal is a refusal whose body, in either format, never changes.
+// staticRefusal is a refusal whose body, in each format, never changes.
 type staticRefusal struct {
-	status         int
-	chat, messages []byte
+	status int
+	bodies [translate.Gemini + 1][]byte // by format; Unknown has chat's
 }
 
 func newStaticRefusal(status int, code, msg string) staticRefusal {
 	e := &translate.Error{Status: status, Kind: translate.KindForStatus(status), Message: msg, Code: code}
-	return staticRefusal{status: status, chat: e.Body(translate.Chat), messages: e.Body(translate.Messages)}
+	ref := staticRefusal{status: status}
+	for f := range ref.bodies {
+		ref.bodies[f] = e.Body(translate.Format(f))
+	}
+	return ref
 }
 
 // noteRejection counts a refusal and logs it at debug level.
@@ -81,9 +85,9 @@ func (g *Gate) noteRejection(reason rejectReason, status int, ent *accounts.Enti
 // refuseStatic answers a pre-encoded refusal that retrying cannot fix.
 func (g *Gate) refuseStatic(w http.ResponseWriter, format translate.Format, reason rejectReason, ref *staticRefusal) error {
 	g.noteRejection(reason, ref.status, nil)
-	body := ref.chat
-	if format == translate.Messages {
-		body = ref.messages
+	body := ref.bodies[translate.Chat]
+	if int(format) < len(ref.bodies) {
+		body = ref.bodies[format]
 	}
 	h := w.Header()
 	h[hdrShouldRetry] = []string{"false"}
@@ -117,7 +121,7 @@ func (g *Gate) usageLimit(w http.ResponseWriter, format translate.Format, reason
 	}
 	e := &translate.Error{Status: http.StatusTooManyRequests, Kind: translate.RateLimit, Message: msg, Code: code}
 	body := make([]byte, 0, 192+len(msg))
-	if format == translate.Messages {
+	if format == translate.Messages || format == translate.Gemini {
 		body = e.AppendBody(body, format)
 	} else {
 		if promo, ok := codexPromo(msg); ok {

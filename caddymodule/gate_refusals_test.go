@@ -8,6 +8,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/translate"
 )
 
 // Refusals that retrying cannot fix say so (x-should-retry: false, which
@@ -74,14 +75,22 @@ func TestGateRefusalsSayNoRetry(t *testing.T) {
 	<-done
 }
 
-// The pre-encoded refusals are what translate.Error writes.
+// The pre-encoded refusals are what translate.Error writes, in every
+// client format.
 func TestStaticRefusalBodies(t *testing.T) {
 	for _, ref := range []*staticRefusal{&refusalMissingKey, &refusalWrongKeyKind, &refusalInvalidKey} {
-		if !gjson.ValidBytes(ref.chat) || !gjson.ValidBytes(ref.messages) {
-			t.Fatalf("invalid JSON: %s / %s", ref.chat, ref.messages)
+		want := &translate.Error{Status: ref.status, Message: gjson.GetBytes(ref.bodies[translate.Chat], "error.message").Str}
+		if want.Message == "" {
+			t.Fatalf("no message in %s", ref.bodies[translate.Chat])
 		}
-		if gjson.GetBytes(ref.chat, "error.message").Str != gjson.GetBytes(ref.messages, "error.message").Str {
-			t.Errorf("the formats disagree: %s / %s", ref.chat, ref.messages)
+		for _, f := range translate.ClientFormats() {
+			body := ref.bodies[f]
+			if !gjson.ValidBytes(body) || gjson.GetBytes(body, "error.message").Str != want.Message {
+				t.Errorf("%s: %s", f, body)
+			}
+		}
+		if got := gjson.GetBytes(ref.bodies[translate.Gemini], "error.status").Str; got != "UNAUTHENTICATED" {
+			t.Errorf("gemini status %q in %s", got, ref.bodies[translate.Gemini])
 		}
 	}
 }

@@ -1,10 +1,11 @@
 package caddymodule
 
-// The endpoints the gate serves. Caddyfile.example sends every /v1/* and
-// /compat/v1/* request through the gate, so it tells them apart itself, by
-// path suffix like the translator (any prefix works), and answers anything
-// else with a JSON 404 or 405 before it looks at the key: an unknown path
-// costs no key check and says nothing about keys.
+// The endpoints the gate serves. Caddyfile.example sends every /v1/*,
+// /compat/v1/* and /gemini/* request through the gate, so it tells them
+// apart itself, by path suffix like the translator (any prefix works), and
+// answers anything else with a JSON 404 or 405 before it looks at the key:
+// an unknown path costs no key check and says nothing about keys. The
+// Gemini API's paths (.../v1beta/models/{model}:method) name the model.
 
 import (
 	"net/http"
@@ -17,15 +18,19 @@ import (
 type gateEndpoint uint8
 
 const (
-	epUnknown   gateEndpoint = iota
-	epChat                   // POST .../v1/chat/completions
-	epMessages               // POST .../v1/messages
-	epResponses              // POST .../v1/responses
-	epCount                  // POST .../v1/messages/count_tokens: no lane
-	epModels                 // GET .../v1/models: answered by the gate
-	epModel                  // GET .../v1/models/{id}: answered by the gate
-	epKey                    // GET .../v1/key: the key's status, answered by the gate
-	epKeyLanes               // GET .../v1/key/lanes: SSE stream of the key's lanes in use
+	epUnknown      gateEndpoint = iota
+	epChat                      // POST .../v1/chat/completions
+	epMessages                  // POST .../v1/messages
+	epResponses                 // POST .../v1/responses
+	epCount                     // POST .../v1/messages/count_tokens: no lane
+	epModels                    // GET .../v1/models: answered by the gate
+	epModel                     // GET .../v1/models/{id}: answered by the gate
+	epKey                       // GET .../v1/key: the key's status, answered by the gate
+	epKeyLanes                  // GET .../v1/key/lanes: SSE stream of the key's lanes in use
+	epGemini                    // POST .../v1beta/models/{model}:generateContent or :streamGenerateContent
+	epGeminiCount               // POST .../v1beta/models/{model}:countTokens: no lane
+	epGeminiModels              // GET .../v1beta/models: answered by the gate
+	epGeminiModel               // GET .../v1beta/models/{model}: answered by the gate
 )
 
 const (
@@ -35,9 +40,20 @@ const (
 	keyLanesPath    = "/v1/key/lanes"
 )
 
-// gateRoute tells the endpoint from the request path; for epModel it also
-// returns the model id (which may hold slashes).
+// gateRoute tells the endpoint from the request path; for epModel and the
+// Gemini endpoints it also returns the model id (which may hold slashes).
 func gateRoute(p string) (gateEndpoint, string) {
+	if model, m, ok := translate.ParseGeminiPath(p); ok {
+		switch m {
+		case translate.GeminiGenerate, translate.GeminiStream:
+			return epGemini, model
+		case translate.GeminiCount:
+			return epGeminiCount, model
+		case translate.GeminiModel:
+			return epGeminiModel, model
+		}
+		return epGeminiModels, ""
+	}
 	switch translate.FormatFromPath(p) {
 	case translate.Chat:
 		return epChat, ""
@@ -66,9 +82,10 @@ func gateRoute(p string) (gateEndpoint, string) {
 }
 
 // format is the wire format the endpoint answers (and fails) in. The model
-// lists, and paths the gate does not serve, answer in the messages format
-// when the path is under /compat/ or the client sends anthropic-version (as
-// the messages SDKs do), and in the chat format otherwise.
+// lists, and paths the gate does not serve, answer in the Gemini format
+// under .../v1beta/, in the messages format when the path is under
+// /compat/ or the client sends anthropic-version (as the messages SDKs do),
+// and in the chat format otherwise.
 func (e gateEndpoint) format(r *http.Request) translate.Format {
 	switch e {
 	case epChat:
@@ -77,6 +94,11 @@ func (e gateEndpoint) format(r *http.Request) translate.Format {
 		return translate.Messages
 	case epResponses:
 		return translate.Responses
+	case epGemini, epGeminiCount, epGeminiModels, epGeminiModel:
+		return translate.Gemini
+	}
+	if geminiStyle(r.URL.Path) {
+		return translate.Gemini
 	}
 	if messagesStyle(r) {
 		return translate.Messages
@@ -91,16 +113,30 @@ func messagesStyle(r *http.Request) bool {
 	return strings.Contains(r.URL.Path, "/compat/")
 }
 
+// geminiStyle tells a path under the Gemini API's version prefix.
+func geminiStyle(p string) bool { return strings.Contains(p, geminiVersionPrefix) }
+
+const geminiVersionPrefix = "/v1beta/"
+
+// gets tells whether the endpoint is read with GET (else POST).
+func (e gateEndpoint) gets() bool {
+	switch e {
+	case epModels, epModel, epKey, epKeyLanes, epGeminiModels, epGeminiModel:
+		return true
+	}
+	return false
+}
+
 // allows tells whether the endpoint takes the method.
 func (e gateEndpoint) allows(method string) bool {
-	if e == epModels || e == epModel || e == epKey || e == epKeyLanes {
+	if e.gets() {
 		return method == http.MethodGet || method == http.MethodHead
 	}
 	return method == http.MethodPost
 }
 
 func (e gateEndpoint) allowHeader() string {
-	if e == epModels || e == epModel || e == epKey || e == epKeyLanes {
+	if e.gets() {
 		return "GET, HEAD"
 	}
 	return "POST"
@@ -117,9 +153,19 @@ func shortPath(p string) string {
 }
 
 // unknownEndpoint answers 404 with the endpoints served under the request's
-// prefix (the part of its path before /v1).
+// prefix (the part of its path before /v1 or /v1beta).
 func (g *Gate) unknownEndpoint(w http.ResponseWriter, r *http.Request, format translate.Format) error {
 	p := r.URL.Path
+	if format == translate.Gemini {
+		prefix := p[:strings.Index(p, geminiVersionPrefix)] + translate.GeminiModelsPath
+		msg := "no endpoint " + r.Method + " " + shortPath(p) + " here; served: " +
+			"POST " + prefix + "/{model}:generateContent, " +
+			"POST " + prefix + "/{model}:streamGenerateContent, " +
+			"POST " + prefix + "/{model}:countTokens, " +
+			"GET " + prefix + ", " +
+			"GET " + prefix + "/{model}"
+		return g.reject(w, format, rejectUnknownEndpoint, http.StatusNotFound, "unknown_endpoint", msg, 0, nil)
+	}
 	prefix := ""
 	if i := strings.Index(p, "/v1"); i > 0 {
 		prefix = p[:i]

@@ -145,6 +145,9 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	if isCountTokens(r.URL.Path) {
 		return t.serveCountTokens(w, r, next) // translate_count.go
 	}
+	if model, m, ok := translate.ParseGeminiPath(r.URL.Path); ok && m == translate.GeminiCount {
+		return t.serveGeminiCount(w, r, model) // translate_count.go
+	}
 	client := translate.FormatFromPath(r.URL.Path)
 	if client == translate.Unknown || r.Method != http.MethodPost {
 		return next.ServeHTTP(w, r) // not an inference call
@@ -161,14 +164,11 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	// The translated body is built in a pooled buffer (body_buffers.go). A
 	// translation usually comes out about as long as what it translates.
 	out := newSharedBody(len(body) + len(body)/4 + 512)
-	translateRequest := translate.TranslateRequest
-	if checked { // by the gate: well-formed JSON, not too deep
-		translateRequest = translate.TranslateValidRequest
-	}
-	built, req, terr := translateRequest(client, body, &t.cfg, out.mem)
+	// checked: by the gate, well-formed JSON, not too deep.
+	built, req, terr := translate.TranslateCallRequest(client, translate.CallFromPath(client, r.URL.Path), body, &t.cfg, out.mem, checked)
 	// Boosted keys run first on a chat upstream (vLLM's priority: lower runs
 	// first). The gate set it on chat bodies; a chat body built here from a
-	// messages or Responses request gets it now (the translation drops a
+	// request in another format gets it now (the translation drops a
 	// priority the client sent). The body ends with its closing brace.
 	if terr == nil && client != translate.Chat && t.cfg.Upstream == translate.Chat {
 		if n, ok := caddyhttp.GetVar(r.Context(), VarBoost).(int); ok && n > 0 {

@@ -1,9 +1,10 @@
 package caddymodule
 
-// POST .../v1/messages/count_tokens through the translator: forwarded to a
-// messages upstream (the body as it came, the path its messages path +
-// /count_tokens), estimated here for a chat upstream, which has no such
-// endpoint. Errors are in the messages format either way.
+// Token counts through the translator. POST .../v1/messages/count_tokens
+// is forwarded to a messages upstream (the body as it came, the path its
+// messages path + /count_tokens) and estimated here for a chat upstream,
+// which has no such endpoint; errors are in the messages format either way.
+// The Gemini API's :countTokens is estimated here for either upstream.
 
 import (
 	"bytes"
@@ -148,3 +149,26 @@ var (
 	_ http.ResponseWriter = (*countWriter)(nil)
 	_ io.ReaderFrom       = (*countWriter)(nil)
 )
+
+// serveGeminiCount answers a Gemini API token count (POST
+// .../models/{model}:countTokens) with the estimate, whatever the upstream:
+// neither upstream format counts a Gemini request.
+func (t *Translate) serveGeminiCount(w http.ResponseWriter, r *http.Request, model string) error {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		return translate.WriteError(w, translate.Gemini, http.StatusMethodNotAllowed, translate.InvalidRequest,
+			r.Method+" is not allowed on "+shortPath(r.URL.Path)+"; use POST")
+	}
+	fb, checked, err := t.requestBody(r)
+	if err != nil {
+		return t.readFailed(w, translate.Gemini, err)
+	}
+	if !checked {
+		defer fb.release()
+	}
+	n, terr := translate.CountGeminiTokens(fb.Bytes(), model, &t.cfg)
+	if terr != nil {
+		return terr.Write(w, translate.Gemini)
+	}
+	return writeJSONBody(w, http.StatusOK, translate.AppendGeminiCountTokens(make([]byte, 0, 32), n))
+}

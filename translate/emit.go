@@ -393,8 +393,8 @@ func (s *Stream) dropTool(t *toolState) {
 // DroppedCalls reports how many tool calls without a name the translation
 // dropped so far (dropTool).
 func (s *Stream) DroppedCalls() int {
-	if s.client == Responses {
-		return s.rx.dropped
+	if s.sink != nil {
+		return s.sink.droppedCalls()
 	}
 	return s.dropped
 }

@@ -100,19 +100,29 @@ func (e *Error) Body(f Format) []byte { return e.AppendBody(nil, f) }
 
 // AppendBody appends the error body in format f to dst:
 // messages {"type":"error","error":{"type":..,"message":..}},
-// chat {"error":{"message":..,"type":..,"param":..,"code":..}}.
+// chat and Responses {"error":{"message":..,"type":..,"param":..,"code":..}},
+// Gemini {"error":{"code":..,"message":..,"status":..}}.
 func (e *Error) AppendBody(dst []byte, f Format) []byte {
 	kind := e.Kind
 	if kind == "" {
 		kind = KindForStatus(e.Status)
 	}
-	if f == Messages {
-		dst = append(dst, `{"type":"error","error":{"type":`...)
-		dst = appendStr(dst, string(kind))
-		dst = append(dst, `,"message":`...)
-		dst = appendStr(dst, e.Message)
-		return append(dst, `}}`...)
+	c, ok := codecFor(f)
+	if !ok {
+		c = &codecs[Chat]
 	}
+	return c.appendError(dst, e, kind)
+}
+
+func appendMessagesError(dst []byte, e *Error, kind ErrorKind) []byte {
+	dst = append(dst, `{"type":"error","error":{"type":`...)
+	dst = appendStr(dst, string(kind))
+	dst = append(dst, `,"message":`...)
+	dst = appendStr(dst, e.Message)
+	return append(dst, `}}`...)
+}
+
+func appendChatError(dst []byte, e *Error, kind ErrorKind) []byte {
 	dst = append(dst, `{"error":{"message":`...)
 	dst = appendStr(dst, e.Message)
 	dst = append(dst, `,"type":`...)

@@ -6,8 +6,10 @@ import (
 )
 
 // Format is an inference wire format. Chat and Messages are spoken by
-// clients and upstreams alike; Responses (the OpenAI Responses API) only by
-// clients: it is translated to either upstream format.
+// clients and upstreams alike; Responses (the OpenAI Responses API) and
+// Gemini (the Gemini API) only by clients: they are translated to either
+// upstream format. What each format reads and writes is its codec
+// (codec.go).
 type Format uint8
 
 const (
@@ -20,6 +22,10 @@ const (
 	// Responses is the OpenAI Responses API (POST /v1/responses). Its errors
 	// have the chat format's shape.
 	Responses
+	// Gemini is the Gemini API (POST .../v1beta/models/{model}:generateContent
+	// and :streamGenerateContent), whose path names the model and whether
+	// the answer streams (Call).
+	Gemini
 )
 
 const (
@@ -33,16 +39,20 @@ const (
 
 // FormatFromPath tells the client's format from the request path, which ends
 // in /v1/chat/completions, /v1/messages or /v1/responses (a trailing slash is
-// tolerated).
+// tolerated), or is a Gemini model's generateContent or
+// streamGenerateContent (ParseGeminiPath).
 func FormatFromPath(p string) Format {
-	p = strings.TrimSuffix(p, "/")
+	q := strings.TrimSuffix(p, "/")
 	switch {
-	case strings.HasSuffix(p, ChatPath):
+	case strings.HasSuffix(q, ChatPath):
 		return Chat
-	case strings.HasSuffix(p, MessagesPath):
+	case strings.HasSuffix(q, MessagesPath):
 		return Messages
-	case strings.HasSuffix(p, ResponsesPath):
+	case strings.HasSuffix(q, ResponsesPath):
 		return Responses
+	}
+	if _, m, ok := ParseGeminiPath(p); ok && (m == GeminiGenerate || m == GeminiStream) {
+		return Gemini
 	}
 	return Unknown
 }
@@ -77,6 +87,8 @@ func (f Format) String() string {
 		return "messages"
 	case Responses:
 		return "responses"
+	case Gemini:
+		return "gemini"
 	}
 	return "unknown"
 }

@@ -23,9 +23,25 @@ const (
 // headers, canonical.
 const messagesHeaderPrefix = "Anthropic-"
 
+// geminiHeaderPrefix starts the names of the Gemini SDKs' own headers
+// (X-Goog-Api-Client, X-Goog-Api-Key), canonical.
+const geminiHeaderPrefix = "X-Goog-"
+
 // DropRequestHints removes from r's headers and query the hints of the
-// client's format that the upstream's does not know.
+// client's format that the upstream's does not know: a Gemini client's
+// X-Goog-* headers and its query (alt=sse: the path said it streams), a
+// messages client's own headers and ?beta=true on the way to a chat
+// upstream.
 func DropRequestHints(r *http.Request, client, upstream Format) {
+	if client == Gemini {
+		for k := range r.Header {
+			if len(k) > len(geminiHeaderPrefix) && strings.EqualFold(k[:len(geminiHeaderPrefix)], geminiHeaderPrefix) {
+				delete(r.Header, k)
+			}
+		}
+		r.URL.RawQuery = ""
+		return
+	}
 	if upstream != Chat || client != Messages {
 		return
 	}

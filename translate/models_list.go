@@ -33,23 +33,30 @@ const (
 )
 
 // AppendModel appends m as f's model endpoint (GET .../v1/models/{id})
-// answers it: the messages API's shape for Messages, chat's otherwise.
+// answers it, in f's shape.
 func AppendModel(dst []byte, f Format, m *ListedModel) []byte {
-	if f == Messages {
-		return appendMessagesModel(dst, m)
+	c, ok := codecFor(f)
+	if !ok {
+		c = &codecs[Chat]
 	}
-	return appendChatModel(dst, m)
+	return c.appendModel(dst, m)
 }
 
 // AppendModelList appends models as f's list endpoint (GET .../v1/models)
-// answers them. A messages-style list is one page of them, as the raw
-// query's limit, after_id and before_id ask; the message returned, when not
-// empty, tells the client which parameter is bad.
+// answers them. A paged list (messages, Gemini) is one page of them, as the
+// raw query asks (limit, after_id and before_id; pageSize and pageToken);
+// the message returned, when not empty, tells the client which parameter
+// is bad.
 func AppendModelList(dst []byte, f Format, models []ListedModel, rawQuery string) ([]byte, string) {
-	if f == Messages {
-		q, _ := url.ParseQuery(rawQuery) // as url.URL.Query: a bad pair is left out
-		return appendMessagesModelPage(dst, models, q)
+	c, ok := codecFor(f)
+	if !ok {
+		c = &codecs[Chat]
 	}
+	return c.appendModelList(dst, models, rawQuery)
+}
+
+// appendChatModelList is chat's list: one page, no paging.
+func appendChatModelList(dst []byte, models []ListedModel, _ string) ([]byte, string) {
 	dst = append(dst, `{"object":"list","data":[`...)
 	for i := range models {
 		if i > 0 {
@@ -58,6 +65,11 @@ func AppendModelList(dst []byte, f Format, models []ListedModel, rawQuery string
 		dst = appendChatModel(dst, &models[i])
 	}
 	return append(dst, "]}"...), ""
+}
+
+func appendMessagesModelList(dst []byte, models []ListedModel, rawQuery string) ([]byte, string) {
+	q, _ := url.ParseQuery(rawQuery) // as url.URL.Query: a bad pair is left out
+	return appendMessagesModelPage(dst, models, q)
 }
 
 func indexListed(models []ListedModel, id string) int {

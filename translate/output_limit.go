@@ -9,20 +9,22 @@ package translate
 const MaxCompletionTokensField = "max_completion_tokens"
 
 // OutputLimitField names the field of a request in format f that bounds the
-// output tokens: max_output_tokens in the Responses API, max_tokens in chat
-// and messages.
+// output tokens, as a gjson path: max_output_tokens in the Responses API,
+// generationConfig.maxOutputTokens in Gemini's, max_tokens in chat and
+// messages.
 func (f Format) OutputLimitField() string {
-	if f == Responses {
-		return "max_output_tokens"
+	if c, ok := codecFor(f); ok {
+		return c.outputLimit
 	}
 	return "max_tokens"
 }
 
 // InputField names the member of a request in format f that holds the
-// conversation: input in the Responses API, messages in chat and messages.
+// conversation: input in the Responses API, contents in Gemini's, messages
+// in chat and messages.
 func (f Format) InputField() string {
-	if f == Responses {
-		return "input"
+	if c, ok := codecFor(f); ok {
+		return c.input
 	}
 	return "messages"
 }

@@ -23,6 +23,8 @@ type Request struct {
 	InputTokens int64
 	// resp is what a Responses client's answer needs (responses_request.go).
 	resp respOptions
+	// call is what the request's path said (the Gemini model).
+	call Call
 }
 
 // TranslateRequest turns a client body (in format client) into the body for
@@ -32,7 +34,7 @@ type Request struct {
 // upstream cannot honour are a 400 (a 413 past cfg.MaxBodyBytes) that the
 // caller renders in the client's format with Error.Body(client).
 func TranslateRequest(client Format, body []byte, cfg *Config, buf []byte) ([]byte, Request, *Error) {
-	return translateRequest(client, body, cfg, buf, false)
+	return translateRequest(client, Call{}, body, cfg, buf, false)
 }
 
 // TranslateValidRequest is TranslateRequest for a body the caller has
@@ -41,34 +43,32 @@ func TranslateRequest(client Format, body []byte, cfg *Config, buf []byte) ([]by
 // work for a long history; only a cfg.MaxDepth below the default is checked
 // again. Everything else is still checked.
 func TranslateValidRequest(client Format, body []byte, cfg *Config, buf []byte) ([]byte, Request, *Error) {
-	return translateRequest(client, body, cfg, buf, true)
+	return translateRequest(client, Call{}, body, cfg, buf, true)
 }
 
-func translateRequest(client Format, body []byte, cfg *Config, buf []byte, checked bool) ([]byte, Request, *Error) {
+// TranslateCallRequest is TranslateRequest (TranslateValidRequest when
+// checked) for a format whose path says part of the request: call, as
+// CallFromPath read it (a Gemini request's model and streaming).
+func TranslateCallRequest(client Format, call Call, body []byte, cfg *Config, buf []byte, checked bool) ([]byte, Request, *Error) {
+	return translateRequest(client, call, body, cfg, buf, checked)
+}
+
+func translateRequest(client Format, call Call, body []byte, cfg *Config, buf []byte, checked bool) ([]byte, Request, *Error) {
+	c, ok := codecFor(client)
+	if !ok {
+		return buf, Request{}, NewError(http.StatusNotFound, NotFound,
+			"unknown inference endpoint; use /v1/chat/completions, /v1/messages, /v1/responses or /v1beta/models/{model}:generateContent")
+	}
 	s, err := checkRequest(body, cfg, checked)
 	if err != nil {
 		return buf, Request{}, err
 	}
 	mark := len(buf)
-	var (
-		out []byte
-		req Request
-	)
-	switch {
-	case client == Messages && cfg.Upstream == Chat:
-		out, req, err = messagesToChat(buf, s, cfg)
-	case client == Chat && cfg.Upstream == Messages:
-		out, req, err = chatToMessages(buf, s, cfg)
-	case client == Chat || client == Messages:
-		out, req, err = passRequest(client, buf, s, cfg)
-	case client == Responses:
-		out, req, err = responsesRequest(buf, s, cfg)
-	default:
-		err = NewError(http.StatusNotFound, NotFound, "unknown inference endpoint; use /v1/chat/completions, /v1/messages or /v1/responses")
-	}
+	out, req, err := c.request(buf, s, cfg, call)
 	if err != nil {
 		return buf[:mark], Request{}, err
 	}
+	req.call = call
 	return out, req, nil
 }
 

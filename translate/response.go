@@ -29,18 +29,11 @@ func TranslateResponse(client, upstream Format, body []byte, req Request, cfg *C
 		return dst, UpstreamError(http.StatusBadGateway, body)
 	}
 	prefilled := cfg.ThinkPrefilled && req.Reasoning
-	switch {
-	case client == Responses:
-		return responsesResponse(dst, s, upstream, &req, prefilled), nil
-	case upstream == Chat && client == Messages:
-		return chatResponseToMessages(dst, s, prefilled), nil
-	case upstream == Messages && client == Chat:
-		return messagesResponseToChat(dst, s, prefilled), nil
-	case upstream == Chat:
-		return passChatResponse(dst, s, prefilled), nil
-	default:
-		return passMessagesResponse(dst, s, prefilled), nil
+	c, ok := codecFor(client)
+	if !ok {
+		c = &codecs[upstream]
 	}
+	return c.response(dst, s, upstream, &req, prefilled), nil
 }
 
 // answer is a response's content, gathered for rewriting.

@@ -21,8 +21,6 @@ package translate
 // several tool calls streamed interleaved, one streams live and the others'
 // arguments wait until it is complete.
 
-import "bytes"
-
 type respItemKind uint8
 
 const (
@@ -53,8 +51,6 @@ type respItem struct {
 }
 
 type respStream struct {
-	inner   Stream
-	buf     []byte // the inner stream's chat events
 	scratch []byte
 	opts    respOptions
 	seq     int64
@@ -73,89 +69,26 @@ type respStream struct {
 
 var sseEnd = []byte("\n\n")
 
-func (x *respStream) reset(upstream Format, req Request, cfg *Config) {
-	in := req
-	in.IncludeUsage = true // usage goes into response.completed
-	x.inner.Reset(Chat, upstream, in, cfg)
-	x.inner.keepView = true
+// respSink is the Responses codec's sink, kept across Resets.
+func (s *Stream) respSink() chatSink {
+	if s.rx == nil {
+		s.rx = new(respStream)
+	}
+	return s.rx
+}
+
+func (x *respStream) reset(_ Format, req Request, _ *Config) {
 	*x = respStream{
-		inner: x.inner, buf: x.buf[:0], scratch: x.scratch[:0], opts: req.resp,
+		scratch: x.scratch[:0], opts: req.resp,
 		base: x.base[:0], model: x.model[:0], created: now().Unix(),
 		items: x.items[:0], open: -1, live: -1,
 	}
 }
 
-func (s *Stream) respWrite(dst, p []byte) []byte {
-	x := s.rx
-	x.inner.takeViews() // offsets in the last call's output
-	x.buf = x.inner.Write(x.buf[:0], p)
-	return s.respDrain(dst)
-}
-
-func (s *Stream) respClose(dst []byte) []byte {
-	x := s.rx
-	x.inner.takeViews()
-	x.buf = x.inner.Close(x.buf[:0])
-	dst = s.respDrain(dst)
-	if !s.done { // the inner stream always ends; this is a safety net
-		s.out = dst
-		s.respFail(NewError(502, APIError, "the upstream ended the stream before the response was complete"))
-		dst, s.out = s.out, nil
-	}
-	return dst
-}
-
-func (s *Stream) respAbort(dst []byte, e *Error) []byte {
-	x := s.rx
-	x.inner.takeViews()
-	x.buf = x.inner.Abort(x.buf[:0], e)
-	return s.respDrain(dst)
-}
-
-// respDrain writes the Responses events for the chat events in rx.buf. A
-// chunk the inner pass-through passed is not read again: the pass-through's
-// reading of it (its view) is used.
-func (s *Stream) respDrain(dst []byte) []byte {
-	s.out = dst
-	b := s.rx.buf
-	views := s.rx.inner.views
-	for len(b) > 0 && !s.done {
-		at := len(s.rx.buf) - len(b)
-		if len(views) > 0 && at+6 == views[0].at { // "data: " and the chunk
-			v := &views[0]
-			s.respRead(&v.r, b2s(s.rx.buf[v.at:v.end]))
-			b, views = s.rx.buf[v.end+2:], views[1:]
-			continue
-		}
-		i := bytes.Index(b, sseEnd)
-		if i < 0 {
-			break // the chat writer writes whole events only
-		}
-		ev := b[:i]
-		b = b[i+2:]
-		switch {
-		case len(ev) > 0 && ev[0] == ':': // keep-alive
-			s.out = append(s.out, ev...)
-			s.out = append(s.out, sseEnd...)
-		case len(ev) > 6 && b2s(ev[:6]) == "data: ":
-			switch d := b2s(ev[6:]); {
-			case d == "[DONE]":
-				s.respFinal()
-			default:
-				s.respChunk(d)
-			}
-		}
-	}
-	dst = s.out
-	s.out = nil
-	return dst
-}
-
-// respChunk takes one chat completion chunk.
-func (s *Stream) respChunk(d string) {
-	s.cr.read(d)
-	s.respRead(&s.cr, d)
-}
+func (x *respStream) chunk(s *Stream, r *chunkRead, d string) { s.respRead(r, d) }
+func (x *respStream) final(s *Stream)                         { s.respFinal() }
+func (x *respStream) fail(s *Stream, e *Error)                { s.respFail(e) }
+func (x *respStream) droppedCalls() int                       { return x.dropped }
 
 // respRead takes the chat completion chunk d, read into r.
 func (s *Stream) respRead(r *chunkRead, d string) {

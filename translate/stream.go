@@ -54,7 +54,7 @@ type Stream struct {
 	chatPrefix                 []byte
 	sawDone, sawChatUsageChunk bool
 
-	cr  chunkRead   // the chat chunk being read (chatChunk, respChunk)
+	cr  chunkRead   // the chat chunk being read (chatChunk, sinkChunk)
 	kv  []rawMember // the members of the choice being passed (passChoice)
 	dkv []rawMember // and of its delta
 
@@ -69,8 +69,14 @@ type Stream struct {
 	dataAt   int
 	vals     []byte
 
-	// rx writes the events of a Responses client (responses_stream.go).
-	rx *respStream
+	// sink writes the events of a client without a direct writer from the
+	// chat chunks of pv's inner stream (pivot.go); nil for chat and
+	// messages clients. rx and gx are the Responses and Gemini sinks, kept
+	// across Resets.
+	sink chatSink
+	pv   *pivot
+	rx   *respStream
+	gx   *geminiStream
 }
 
 // NewStream returns a Stream from upstream format to client format for a
@@ -92,16 +98,13 @@ func (s *Stream) Reset(client, upstream Format, req Request, cfg *Config) {
 		choices: s.choices[:0], ub: s.ub[:0], chatPrefix: s.chatPrefix[:0],
 		cr: chunkRead{choices: s.cr.choices[:0]}, kv: s.kv[:0], dkv: s.dkv[:0],
 		views: s.views[:0], vals: s.vals[:0],
-		rx: s.rx,
+		pv: s.pv, rx: s.rx, gx: s.gx,
 	}
 	s.think.pend = s.think.pend[:0]
 	s.think.reset(cfg.ThinkPrefilled && req.Reasoning)
 	s.created = now().Unix()
-	if client == Responses {
-		if s.rx == nil {
-			s.rx = new(respStream)
-		}
-		s.rx.reset(upstream, req, cfg)
+	if c, ok := codecFor(client); ok && c.sink != nil {
+		s.resetSink(c, upstream, req, cfg)
 	}
 }
 
@@ -137,8 +140,8 @@ func (s *Stream) Write(dst, p []byte) []byte {
 	if s.done {
 		return dst
 	}
-	if s.client == Responses {
-		return s.respWrite(dst, p)
+	if s.sink != nil {
+		return s.sinkWrite(dst, p)
 	}
 	s.out = dst
 	for len(p) > 0 && !s.done {
@@ -171,8 +174,8 @@ func (s *Stream) Close(dst []byte) []byte {
 	if s.done {
 		return dst
 	}
-	if s.client == Responses {
-		return s.respClose(dst)
+	if s.sink != nil {
+		return s.sinkClose(dst)
 	}
 	s.out = dst
 	if len(s.line) > 0 {
@@ -206,8 +209,8 @@ func (s *Stream) Abort(dst []byte, e *Error) []byte {
 	if s.done {
 		return dst
 	}
-	if s.client == Responses {
-		return s.respAbort(dst, e)
+	if s.sink != nil {
+		return s.sinkAbort(dst, e)
 	}
 	s.out = dst
 	s.fail(e)
@@ -222,8 +225,8 @@ func (s *Stream) Done() bool { return s.done }
 // Usage reports the tokens counted so far: input (all of it, cached
 // included), output, and of those the cached input and reasoning tokens.
 func (s *Stream) Usage() (input, output, cached, reasoning int64) {
-	if s.client == Responses {
-		return s.rx.inner.Usage()
+	if s.sink != nil {
+		return s.pv.inner.Usage()
 	}
 	return s.u.promptTotal(), s.u.output, s.u.cacheRead, s.u.reasoningTokens(s.reasonBytes, s.otherBytes)
 }

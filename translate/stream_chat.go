@@ -153,7 +153,7 @@ func (s *Stream) choice(idx string) *choiceState {
 // A pass-through that feeds a Responses writer (keepView) writes no
 // rewrite: the walk fills a view (pv) with the chunk as a chat client would
 // read it, the values it rewrote included, and the writer reads that view
-// instead of the chunk (respDrain).
+// instead of the chunk (sinkDrain).
 func (s *Stream) passChunk(d string) {
 	s.began = true
 	if !s.keepView {

@@ -98,7 +98,7 @@ func chunkState(s *Stream) []any {
 }
 
 // FuzzStreamChunkReaders: the one-pass chunk readers (chatChunk, passChunk,
-// respChunk) give the same output and state as the level-by-level readers
+// sinkChunk) give the same output and state as the level-by-level readers
 // they replaced (stream_old_test.go), for any event dispatch lets through;
 // and a pass-through that feeds a Responses writer, which writes no
 // rewrite, leaves the state a chat client's does and a view of each chunk
@@ -139,8 +139,8 @@ func FuzzStreamChunkReaders(f *testing.F) {
 			{"chat_to_messages/tools", Messages, chatToolChunk, (*Stream).chatChunk, (*Stream).chatChunkOld},
 			{"chat_pass", Chat, chatContentChunk, (*Stream).passChunk, (*Stream).passChunkOld},
 			{"chat_pass/think", Chat, chatThinkTagChunk, (*Stream).passChunk, (*Stream).passChunkOld},
-			{"responses", Responses, chatContentChunk, (*Stream).respChunk, (*Stream).respChunkOld},
-			{"responses/tools", Responses, chatToolChunk, (*Stream).respChunk, (*Stream).respChunkOld},
+			{"responses", Responses, chatContentChunk, (*Stream).sinkChunk, (*Stream).respChunkOld},
+			{"responses/tools", Responses, chatToolChunk, (*Stream).sinkChunk, (*Stream).respChunkOld},
 		} {
 			a, b := primed(r.client, Chat, r.primer), primed(r.client, Chat, r.primer)
 			// v is a pass-through that feeds a Responses writer: it writes
@@ -253,14 +253,14 @@ func TestResponsesReadsPassedChunkOnce(t *testing.T) {
 
 	s.cr.top.id = unread
 	out := s.Write(nil, chatContentChunk)
-	if readAgain() || len(s.rx.inner.views) != 1 || !strings.Contains(string(out), `"delta":" the linker"`) {
-		t.Fatalf("read again %v, %d views\n%s", readAgain(), len(s.rx.inner.views), out)
+	if readAgain() || len(s.pv.inner.views) != 1 || !strings.Contains(string(out), `"delta":" the linker"`) {
+		t.Fatalf("read again %v, %d views\n%s", readAgain(), len(s.pv.inner.views), out)
 	}
 	// A chunk the pass-through rewrote is read through its view too.
 	renamed := strings.Replace(string(chatReasoningChunk), `"reasoning_content"`, `"reasoning"`, 1)
 	out = s.Write(nil, []byte(renamed))
-	if readAgain() || len(s.rx.inner.views) != 1 || !strings.Contains(string(out), "response.reasoning_summary_text.delta") {
-		t.Fatalf("rewritten chunk: read again %v, %d views\n%s", readAgain(), len(s.rx.inner.views), out)
+	if readAgain() || len(s.pv.inner.views) != 1 || !strings.Contains(string(out), "response.reasoning_summary_text.delta") {
+		t.Fatalf("rewritten chunk: read again %v, %d views\n%s", readAgain(), len(s.pv.inner.views), out)
 	}
 	// Three chunks in one write, then the data line of a fourth, read after
 	// the data the views point into: each is read once, through its view.
@@ -268,13 +268,13 @@ func TestResponsesReadsPassedChunkOnce(t *testing.T) {
 	fourth := chatContentChunk[:len(chatContentChunk)-1] // no blank line yet
 	three := slices.Concat(chatContentChunk, chatContentChunk, chatContentChunk, fourth)
 	out = s.Write(nil, three)
-	if got := strings.Count(string(out), "event: response.output_text.delta"); got != 3 || readAgain() || len(s.rx.inner.views) != 3 {
-		t.Fatalf("%d deltas, read again %v, %d views\n%s", got, readAgain(), len(s.rx.inner.views), out)
+	if got := strings.Count(string(out), "event: response.output_text.delta"); got != 3 || readAgain() || len(s.pv.inner.views) != 3 {
+		t.Fatalf("%d deltas, read again %v, %d views\n%s", got, readAgain(), len(s.pv.inner.views), out)
 	}
 	// The fourth's data moves to the front of the buffer and is read whole.
 	out = s.Write(nil, []byte("\n"))
-	if got := strings.Count(string(out), `"delta":" the linker"`); got != 1 || len(s.rx.inner.views) != 1 {
-		t.Fatalf("fourth chunk: %d deltas, %d views\n%s", got, len(s.rx.inner.views), out)
+	if got := strings.Count(string(out), `"delta":" the linker"`); got != 1 || len(s.pv.inner.views) != 1 {
+		t.Fatalf("fourth chunk: %d deltas, %d views\n%s", got, len(s.pv.inner.views), out)
 	}
 	// Once the event data has grown to hold a write's events, nothing is
 	// allocated for them.

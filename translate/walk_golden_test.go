@@ -116,7 +116,12 @@ type walkReaders struct {
 	validate  func(client Format, s string) *Error
 }
 
-var currentReaders = walkReaders{translate: translateRequest, validate: validateBody}
+var currentReaders = walkReaders{
+	translate: func(client Format, body []byte, cfg *Config, buf []byte, checked bool) ([]byte, Request, *Error) {
+		return translateRequest(client, Call{}, body, cfg, buf, checked)
+	},
+	validate: validateBody,
+}
 
 // walkAnswers are the sections that follow the body: for each client the
 // validator's verdict (when the body is a JSON object), then each distinct
@@ -173,14 +178,15 @@ func walkAnswer(out []byte, req Request, err *Error) string {
 	return "request " + requestFields(req) + "\n" + string(out)
 }
 
-// requestFields renders every field of a Request, leaving out resp (what
-// only a Responses client's request fills) when it is zero.
+// requestFields renders every field of a Request, leaving out resp and call
+// (what only a Responses or Gemini client's request fills) when they are
+// zero.
 func requestFields(req Request) string {
 	v := reflect.ValueOf(req)
 	var l []string
 	for i := 0; i < v.NumField(); i++ {
 		f := v.Type().Field(i)
-		if f.Name == "resp" && v.Field(i).IsZero() {
+		if (f.Name == "resp" || f.Name == "call") && v.Field(i).IsZero() {
 			continue
 		}
 		l = append(l, fmt.Sprintf("%s:%+v", f.Name, v.Field(i)))

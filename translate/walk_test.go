@@ -60,7 +60,7 @@ func checkWalk(t *testing.T, client Format, cfg *Config, body []byte, verr *Erro
 		t.Helper()
 		t.Fatalf("%v -> %v (%+v): "+format+"\nbody %s", append(append([]any{client, cfg.Upstream, *cfg}, args...), body)...)
 	}
-	out, req, err := translateRequest(client, body, cfg, nil, false)
+	out, req, err := translateRequest(client, Call{}, body, cfg, nil, false)
 	if err != nil {
 		if err.Status < 400 || err.Status > 499 || err.Message == "" {
 			fail("error %+v: want a 4xx with a message", *err)
@@ -82,17 +82,17 @@ func checkWalk(t *testing.T, client Format, cfg *Config, body []byte, verr *Erro
 			fail("%s:\n got %s %+v %v\nwant %s %+v %v", what, o, r, e, out, req, err)
 		}
 	}
-	o, r, e := translateRequest(client, body, cfg, nil, false)
+	o, r, e := translateRequest(client, Call{}, body, cfg, nil, false)
 	same("translated again", o, r, e)
 	prefix := []byte("prefix")
-	o, r, e = translateRequest(client, body, cfg, prefix[:len(prefix):len(prefix)], false)
+	o, r, e = translateRequest(client, Call{}, body, cfg, prefix[:len(prefix):len(prefix)], false)
 	if p, ok := bytes.CutPrefix(o, prefix); !ok {
 		fail("the buffer's %q became %q", prefix, o)
 	} else {
 		same("after a prefix", p, r, e)
 	}
 	if gjson.ValidBytes(body) { // TranslateValidRequest wants what the gate checked
-		o, r, e = translateRequest(client, body, cfg, nil, true)
+		o, r, e = translateRequest(client, Call{}, body, cfg, nil, true)
 		same("checked", o, r, e)
 	}
 }

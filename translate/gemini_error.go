@@ -1,0 +1,48 @@
+package translate
+
+// Gemini's error body is Google's: {"error":{"code":404,"message":"...",
+// "status":"NOT_FOUND"}}, the status a google.rpc code name that the
+// Gemini SDKs and Gemini CLI read beside the HTTP status.
+
+import "net/http"
+
+func appendGeminiError(dst []byte, e *Error, _ ErrorKind) []byte {
+	dst = append(dst, `{"error":{"code":`...)
+	dst = appendInt(dst, int64(e.Status))
+	dst = append(dst, `,"message":`...)
+	dst = appendStr(dst, e.Message)
+	dst = append(dst, `,"status":"`...)
+	dst = append(dst, geminiStatus(e.Status)...)
+	return append(dst, `"}}`...)
+}
+
+// geminiStatus is the google.rpc code name Google's APIs send with an HTTP
+// status (google.golang.org/genproto's code.proto, "HTTP Mapping").
+func geminiStatus(status int) string {
+	switch status {
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
+		return "INVALID_ARGUMENT"
+	case http.StatusUnauthorized:
+		return "UNAUTHENTICATED"
+	case http.StatusPaymentRequired, http.StatusForbidden:
+		return "PERMISSION_DENIED"
+	case http.StatusNotFound:
+		return "NOT_FOUND"
+	case http.StatusMethodNotAllowed, http.StatusNotImplemented:
+		return "UNIMPLEMENTED"
+	case http.StatusConflict:
+		return "ABORTED"
+	case http.StatusTooManyRequests:
+		return "RESOURCE_EXHAUSTED"
+	case 499:
+		return "CANCELLED"
+	case http.StatusServiceUnavailable, http.StatusBadGateway, 529:
+		return "UNAVAILABLE"
+	case http.StatusGatewayTimeout:
+		return "DEADLINE_EXCEEDED"
+	}
+	if status >= 400 && status < 500 {
+		return "FAILED_PRECONDITION"
+	}
+	return "INTERNAL"
+}
