@@ -85,9 +85,7 @@ type inferenceFields struct {
 // body then does not.
 func scanInference(body []byte, format translate.Format, pathModel string) (inferenceFields, error) {
 	limit := format.OutputLimitField()
-	// A nested limit (Gemini's generationConfig.maxOutputTokens) is found in
-	// its top-level member.
-	limitMember, limitPath, _ := strings.Cut(limit, ".")
+	nested := strings.IndexByte(limit, '.') >= 0 // Gemini's generationConfig.maxOutputTokens
 	f := inferenceFields{maxTokensName: limit, model: pathModel}
 	if len(body) == 0 {
 		if pathModel != "" {
@@ -119,16 +117,20 @@ func scanInference(body []byte, format translate.Format, pathModel string) (infe
 			// rewriteBody edits the body in place; after admission the gate
 			// uses the grant's name (Admission.Model).
 			f.model = m.Str
-		case limitMember:
-			if limitPath != "" {
-				f.maxTokens = gjson.Get(v, limitPath)
-			} else {
-				f.maxTokens = gjson.Parse(v)
-			}
+		case limit:
+			f.maxTokens = gjson.Parse(v)
 		case translate.MaxCompletionTokensField:
 			f.maxCompletionTokens = gjson.Parse(v)
 		case "priority":
 			f.priority = true
+		default:
+			// A nested limit, found where the body keeps it (under either
+			// of the Gemini API's spellings).
+			if nested {
+				if path, raw, ok := format.OutputLimitIn(k, v); ok {
+					f.maxTokensName, f.maxTokens = path, gjson.Parse(raw)
+				}
+			}
 		}
 	})
 	switch {

@@ -93,6 +93,19 @@ func TestGateGeminiAdmits(t *testing.T) {
 	}
 }
 
+// The Gemini API takes snake_case names too; the limit is clamped where
+// the body has it.
+func TestGateGeminiClampsSnakeCase(t *testing.T) {
+	f := newGateFixture(t, 0)
+	var s seen
+	body := `{"contents":[{"parts":[{"text":"hi"}]}],"generation_config":{"temperature":1,"max_output_tokens":50000}}`
+	res := f.doRequest(t, f.geminiRequest(http.MethodPost, "/gemini/v1beta/models/qwen3-32b:generateContent", tKey, "header", body), recorder(&s))
+	if res.status != 200 || gjson.Get(s.body, "generation_config.max_output_tokens").Int() != 8192 ||
+		gjson.Get(s.body, "generationConfig").Exists() {
+		t.Fatalf("%d %s", res.status, s.body)
+	}
+}
+
 func TestGateGeminiRefusals(t *testing.T) {
 	f := newGateFixture(t, 0)
 	never := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error {

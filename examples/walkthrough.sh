@@ -5,10 +5,11 @@
 # sign-in link read from it, as the account page does; else through the
 # operator endpoints), add a test card, subscribe to
 # the block that is open now, create a key, call both inference endpoints,
-# list the key's models and call the Responses API. It ends with the key and
-# ready-to-paste settings for the OpenAI and Anthropic SDKs, Claude Code and
-# Codex CLI, and exits non-zero as soon as a step fails. docs/api.md
-# describes every endpoint it calls.
+# list the key's models, call the Responses API and stream from the Gemini
+# API. It ends with the key and ready-to-paste settings for the OpenAI,
+# Anthropic and Google Gen AI SDKs, Claude Code, Codex CLI and Gemini CLI,
+# and exits non-zero as soon as a step fails. docs/api.md describes every
+# endpoint it calls.
 #
 #   examples/walkthrough.sh [base URL] [admin URL]
 #   POOL=qwen3-32b MODEL=Qwen/Qwen3-32B examples/walkthrough.sh
@@ -135,6 +136,16 @@ echo "$resp"
 echo "$resp" | json output.0.content.0.text >/dev/null ||
 	{ echo "!! the response has no output text" >&2; exit 1; }
 
+step "10. Gemini API, streaming, as Gemini CLI calls it (x-goog-api-key)"
+gem=$(call POST "$BASE/gemini/v1beta/models/$MODEL:streamGenerateContent?alt=sse" \
+	'{"contents":[{"role":"user","parts":[{"text":"Say hello"}]}],"generationConfig":{"maxOutputTokens":64}}' \
+	-H "x-goog-api-key: $KEY")
+echo "$gem"
+case "$gem" in
+*'"finishReason":'*) ;;
+*) echo "!! the Gemini stream did not end with a finishReason" >&2; exit 1 ;;
+esac
+
 step "Done: user $email, subscription $SUB"
 cat <<EOF
 
@@ -178,6 +189,18 @@ then run:
 
   export TIMEBLOCK_API_KEY=$KEY
   codex exec --skip-git-repo-check "Say hello"   # the flag only matters outside a git repository
+
+Gemini CLI:
+
+  export GOOGLE_GEMINI_BASE_URL=$BASE/gemini
+  export GEMINI_API_KEY=$KEY
+  gemini --model $MODEL
+
+Google Gen AI SDK (Python), base URL $BASE/gemini:
+
+  from google import genai
+  client = genai.Client(api_key="$KEY", http_options={"base_url": "$BASE/gemini"})
+  print(client.models.generate_content(model="$MODEL", contents="Say hello").text)
 
 The key admits requests in the hours of your subscription ($block block, UTC); docs/api.md describes the API.
 The same account in a browser: open $BASE/account/ and sign in with $email.

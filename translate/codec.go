@@ -27,6 +27,10 @@ type codec struct {
 	// reusing the one s kept from its last response; nil for the formats
 	// written directly.
 	sink func(s *Stream) chatSink
+	// comments: the sink's client takes the upstream's SSE comments
+	// (keep-alives). Gemini's does not: Google sends none, and the Go and
+	// Python SDKs fail on an event that is not data.
+	comments bool
 	// appendError appends an error body in the format.
 	appendError func(dst []byte, e *Error, kind ErrorKind) []byte
 	// appendModel and appendModelList write the model endpoints' answers
@@ -82,6 +86,7 @@ var codecs = [...]codec{
 		},
 		response:        responsesResponse,
 		sink:            func(s *Stream) chatSink { return s.respSink() },
+		comments:        true,
 		appendError:     appendChatError, // the Responses API's errors have chat's shape
 		appendModel:     appendChatModel,
 		appendModelList: appendChatModelList,

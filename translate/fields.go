@@ -61,9 +61,9 @@ type fieldRule struct {
 // fieldRules is the table. Members a translator carries (model, messages,
 // tools, stop sequences, sampling, reasoning...) are not listed: the
 // translators handle them. Two rows (metadata, thinking.display) state what
-// the translator does with a member it reads itself. A Responses client is
-// translated through the chat translation, so the Chat rows apply to it too
-// after its own.
+// the translator does with a member it reads itself. Responses and Gemini
+// clients are translated through the chat translation, so the Chat rows
+// apply to them too after their own.
 var fieldRules = [...]fieldRule{
 	// Messages clients (to a chat upstream).
 	{client: Messages, name: "metadata", action: fieldHint},           // but user_id, carried as user
@@ -150,6 +150,31 @@ var fieldRules = [...]fieldRule{
 		fix: "stored prompt templates are not supported; send instructions and input instead"},
 	{client: Responses, name: "top_logprobs", action: fieldRefuse, neutral: isZero,
 		fix: "this model's upstream does not return log probabilities; leave top_logprobs out"},
+
+	// Gemini clients (before their chat translation; gemini_request.go reads
+	// snake_case names as their lowerCamelCase spelling, the one listed).
+	{client: Gemini, name: "safetySettings", action: fieldHint}, // no safety filters run here
+	{client: Gemini, name: "labels", action: fieldHint},         // billing labels
+	{client: Gemini, name: "cachedContent", action: fieldRefuse,
+		fix: "Timeblock keeps no cached content; send the whole conversation in contents"},
+	{client: Gemini, name: "generationConfig.candidateCount", action: fieldRefuse, neutral: isOne,
+		fix: "this model's upstream returns one candidate per request; send candidateCount 1 or leave it out"},
+	{client: Gemini, name: "generationConfig.responseModalities", action: fieldRefuse, neutral: isGeminiTextOnly,
+		fix: "only text output is supported; ask for [\"TEXT\"] or leave responseModalities out"},
+	{client: Gemini, name: "generationConfig.speechConfig", action: fieldRefuse,
+		fix: "audio output is not supported; leave speechConfig out"},
+	{client: Gemini, name: "generationConfig.responseLogprobs", action: fieldRefuse, neutral: isFalse,
+		fix: "this model's upstream does not return log probabilities; leave responseLogprobs out"},
+	{client: Gemini, name: "generationConfig.logprobs", action: fieldRefuse, neutral: isZero,
+		fix: "this model's upstream does not return log probabilities; leave logprobs out"},
+	{client: Gemini, name: "generationConfig.mediaResolution", action: fieldHint}, // how finely images are read
+	{client: Gemini, name: "generationConfig.audioTimestamp", action: fieldHint},  // audio input only
+	{client: Gemini, name: "generationConfig.enableEnhancedCivicAnswers", action: fieldHint},
+	{client: Gemini, name: "generationConfig.routingConfig", action: fieldHint}, // Google's model routing
+	{client: Gemini, name: "generationConfig.modelSelectionConfig", action: fieldHint},
+	{client: Gemini, name: "generationConfig.imageConfig", action: fieldHint}, // image output is refused by responseModalities
+	{client: Gemini, name: "toolConfig.retrievalConfig", action: fieldHint},   // a location for server-side grounding
+	{client: Gemini, name: "toolConfig.includeServerSideToolInvocations", action: fieldHint},
 }
 
 // fieldKey indexes the table: a nested rule's name is split at its last

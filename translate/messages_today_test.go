@@ -438,7 +438,7 @@ func TestChatClientFieldRule(t *testing.T) {
 func TestFieldRules(t *testing.T) {
 	for i := range fieldRules {
 		r := &fieldRules[i]
-		if r.client != Chat && r.client != Messages && r.client != Responses {
+		if r.client != Chat && r.client != Messages && r.client != Responses && r.client != Gemini {
 			t.Errorf("%s: client %v", r.name, r.client)
 		}
 		if (r.action == fieldHint) != (r.fix == "") {
@@ -468,8 +468,8 @@ func TestFieldRules(t *testing.T) {
 	const odd = `["__x"]`
 	for i := range fieldRules {
 		r := &fieldRules[i]
-		if strings.Contains(r.name, ".") || r.client == Responses || r.name == "metadata" {
-			continue // nested members and Responses are tested on their own; metadata must be an object
+		if strings.Contains(r.name, ".") || r.client == Responses || r.client == Gemini || r.name == "metadata" {
+			continue // nested members, Responses and Gemini are tested on their own; metadata must be an object
 		}
 		// A value of the member's own type (validate.go refuses a known
 		// member of the wrong type on every path), as odd as it allows.

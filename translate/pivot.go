@@ -30,6 +30,8 @@ type chatSink interface {
 type pivot struct {
 	inner Stream
 	buf   []byte // the inner stream's chat events, one call's worth
+	// comments: the client takes SSE comments (keep-alives) (codec.comments).
+	comments bool
 }
 
 // resetSink readies the sink of a client that has one (codec.sink).
@@ -42,6 +44,7 @@ func (s *Stream) resetSink(c *codec, upstream Format, req Request, cfg *Config) 
 	s.pv.inner.Reset(Chat, upstream, in, cfg)
 	s.pv.inner.keepView = true
 	s.pv.buf = s.pv.buf[:0]
+	s.pv.comments = c.comments
 	s.sink = c.sink(s)
 	s.sink.reset(upstream, req, cfg)
 }
@@ -95,8 +98,10 @@ func (s *Stream) sinkDrain(dst []byte) []byte {
 		b = b[i+2:]
 		switch {
 		case len(ev) > 0 && ev[0] == ':': // keep-alive
-			s.out = append(s.out, ev...)
-			s.out = append(s.out, sseEnd...)
+			if s.pv.comments {
+				s.out = append(s.out, ev...)
+				s.out = append(s.out, sseEnd...)
+			}
 		case len(ev) > 6 && b2s(ev[:6]) == "data: ":
 			switch d := b2s(ev[6:]); {
 			case d == "[DONE]":

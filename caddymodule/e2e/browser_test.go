@@ -504,6 +504,13 @@ func TestBrowserBuyerJourney(t *testing.T) {
 	if s := ada.text("#snippet-claude"); !strings.Contains(s, "ANTHROPIC_BASE_URL="+site+"/compat") || !strings.Contains(s, key) {
 		t.Errorf("the Claude Code snippet:\n%s", s)
 	}
+	if s := ada.text("#snippet-gemini"); !strings.Contains(s, "GOOGLE_GEMINI_BASE_URL="+site+"/gemini") ||
+		!strings.Contains(s, "GEMINI_API_KEY="+key) || !strings.Contains(s, "--model m-alpha") {
+		t.Errorf("the Gemini CLI snippet:\n%s", s)
+	}
+	if s := ada.text("#snippet-genai-py"); !strings.Contains(s, `"base_url": "`+site+`/gemini"`) || !strings.Contains(s, key) {
+		t.Errorf("the Gen AI SDK snippet:\n%s", s)
+	}
 
 	// Sign out: the server ends the session, the page shows the form.
 	ada.click("#sign-out")

@@ -397,6 +397,8 @@ export async function renderConnect(ctx, view, keyId) {
         `model = "${model}"\nmodel_provider = "timeblock"\n\n[model_providers.timeblock]\nname = "Timeblock"\nbase_url = "${origin}/v1"\nenv_key = "TIMEBLOCK_API_KEY"\nwire_api = "responses"`),
       snippet('Codex CLI — run', 'snippet-codex-run', null,
         `export TIMEBLOCK_API_KEY=${key}\ncodex exec --skip-git-repo-check "Say hello"`),
+      snippet('Gemini CLI', 'snippet-gemini', 'Shell; Gemini CLI speaks the Gemini API to /gemini.',
+        `export GOOGLE_GEMINI_BASE_URL=${origin}/gemini\nexport GEMINI_API_KEY=${key}\ngemini --model ${model}`),
       snippet('OpenAI SDK (Python)', 'snippet-openai-py', null,
         `from openai import OpenAI\n\nclient = OpenAI(base_url="${origin}/v1", api_key="${key}")\nr = client.chat.completions.create(model="${model}", messages=[{"role": "user", "content": "Say hello"}])\nprint(r.choices[0].message.content)`),
       snippet('OpenAI SDK (JavaScript)', 'snippet-openai-js', null,
@@ -404,7 +406,9 @@ export async function renderConnect(ctx, view, keyId) {
       snippet('Anthropic SDK (Python)', 'snippet-anthropic-py', null,
         `from anthropic import Anthropic\n\nclient = Anthropic(base_url="${origin}/compat", api_key="${key}")\nm = client.messages.create(model="${model}", max_tokens=1024, messages=[{"role": "user", "content": "Say hello"}])\nprint(m.content[0].text)`),
       snippet('Anthropic SDK (JavaScript)', 'snippet-anthropic-js', null,
-        `import Anthropic from "@anthropic-ai/sdk";\n\nconst client = new Anthropic({ baseURL: "${origin}/compat", apiKey: "${key}" });\nconst m = await client.messages.create({ model: "${model}", max_tokens: 1024, messages: [{ role: "user", content: "Say hello" }] });\nconsole.log(m.content[0].text);`));
+        `import Anthropic from "@anthropic-ai/sdk";\n\nconst client = new Anthropic({ baseURL: "${origin}/compat", apiKey: "${key}" });\nconst m = await client.messages.create({ model: "${model}", max_tokens: 1024, messages: [{ role: "user", content: "Say hello" }] });\nconsole.log(m.content[0].text);`),
+      snippet('Google Gen AI SDK (Python)', 'snippet-genai-py', null,
+        `from google import genai\n\nclient = genai.Client(api_key="${key}", http_options={"base_url": "${origin}/gemini"})\nr = client.models.generate_content(model="${model}", contents="Say hello")\nprint(r.text)`));
   };
   keySel.addEventListener('change', draw);
   modelSel.addEventListener('change', draw);
