@@ -2,8 +2,9 @@
 
 package e2e_test
 
-// End-to-end tests with the real clients, unchanged: Claude Code and Codex
-// CLI, at the versions pinned in clients/package.json, run in print/exec mode
+// End-to-end tests with the real clients, unchanged: Claude Code, Codex CLI
+// and Gemini CLI (clients_gemini_test.go), at the versions pinned in
+// clients/package.json, run in print/exec mode
 // against the real caddy binary with the plugin — the account API to buy a
 // key, timeblock_gate and timeblock_translate in front of the simulator, once
 // with an upstream that speaks chat completions and once with one that speaks
@@ -39,12 +40,15 @@ import (
 )
 
 // clientsCaddyfile has the routes of Caddyfile.example: the account API, and
-// /v1/* and /compat/v1/* through the gate and the translator to the
-// simulator. %FORMAT% is the format the upstream speaks. The access log goes
+// /v1/*, /compat/v1/* and /gemini/* through the gate and the translator to
+// the simulator. %FORMAT% is the format the upstream speaks. The access log goes
 // to Caddy's output, where the tests read it back: which requests a client
 // made, their status and content type, and the pool the gate admitted them
 // to (X-Timeblock-Pool, set from the gate's placeholder). The key's value is
-// never logged: Caddy redacts Authorization, the filter redacts x-api-key.
+// never logged: Caddy redacts Authorization, the filter redacts x-api-key and
+// x-goog-api-key. (A Gemini client may also put the key in ?key=, which only
+// a query filter on request>uri would keep out, as Caddyfile.example has;
+// the clients run here never do.)
 const clientsCaddyfile = `{
 	timeblock {
 		secret {$TIMEBLOCK_SECRET}
@@ -64,12 +68,13 @@ const clientsCaddyfile = `{
 		format filter {
 			wrap json
 			request>headers>X-Api-Key replace REDACTED
+			request>headers>X-Goog-Api-Key replace REDACTED
 		}
 	}
 	handle /api/* {
 		timeblock_accounts
 	}
-	@inference path /v1/* /compat/v1/*
+	@inference path /v1/* /compat/v1/* /gemini/*
 	handle @inference {
 		timeblock_gate
 		timeblock_translate %FORMAT%
@@ -279,7 +284,7 @@ func clientBin(t *testing.T, name, pkg string) string {
 	}
 	if err != nil {
 		msg := fmt.Sprintf("%s is not installed (%v): run `npm ci` in caddymodule/e2e/clients (Node.js and npm needed), "+
-			"or set TIMEBLOCK_CLIENTS_DIR to a node_modules/.bin directory holding claude and codex", name, err)
+			"or set TIMEBLOCK_CLIENTS_DIR to a node_modules/.bin directory holding claude, codex and gemini", name, err)
 		if os.Getenv("TIMEBLOCK_REQUIRE_CLIENTS") == "1" {
 			t.Fatal(msg + " (TIMEBLOCK_REQUIRE_CLIENTS=1)")
 		}
@@ -301,7 +306,7 @@ func clientBin(t *testing.T, name, pkg string) string {
 	if err != nil {
 		t.Fatalf("%s --version: %v\n%s", bin, err, out)
 	}
-	// "2.1.328 (Claude Code)", "codex-cli 0.169.0"
+	// "2.1.328 (Claude Code)", "codex-cli 0.169.0", "0.61.0" (gemini)
 	if !strings.Contains(" "+strings.TrimSpace(string(out))+" ", " "+want+" ") {
 		t.Fatalf("%s --version says %q; clients/package.json pins %s %s: run `npm ci` in caddymodule/e2e/clients",
 			bin, strings.TrimSpace(string(out)), pkg, want)
@@ -550,7 +555,8 @@ func accessEntries(logs string) []accessEntry {
 		if json.Unmarshal([]byte(line), &e) != nil || !strings.HasPrefix(e.Logger, "http.log.access") {
 			continue
 		}
-		if strings.HasPrefix(e.Request.URI, "/v1/") || strings.HasPrefix(e.Request.URI, "/compat/v1/") {
+		if strings.HasPrefix(e.Request.URI, "/v1/") || strings.HasPrefix(e.Request.URI, "/compat/v1/") ||
+			strings.HasPrefix(e.Request.URI, "/gemini/") {
 			entries = append(entries, e)
 		}
 	}
