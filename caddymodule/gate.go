@@ -380,7 +380,7 @@ func (g *Gate) reject(w http.ResponseWriter, format translate.Format, reason rej
 	if retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
 	}
-	e := &translate.Error{Status: status, Kind: translate.KindForStatus(status), Message: msg, Code: code}
+	e := &translate.Error{Status: status, Kind: translate.KindForStatus(status), Message: msg, Code: code, RetryAfter: retryAfter}
 	return e.Write(w, format)
 }
 

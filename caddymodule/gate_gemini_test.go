@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -140,6 +141,16 @@ func TestGateGeminiRefusals(t *testing.T) {
 			if res.status != tc.status || e.Get("code").Int() != int64(tc.status) || e.Get("status").Str != tc.gstatus ||
 				!strings.Contains(e.Get("message").Str, tc.msg) || gjson.Get(res.body, "type").Exists() {
 				t.Errorf("%d %s", res.status, res.body)
+			}
+			// A closed window tells Gemini CLI when it opens (hours away:
+			// past the five minutes it would wait), so that it stops
+			// instead of retrying for minutes.
+			if tc.status == http.StatusTooManyRequests {
+				d := e.Get(`details.#(@type=="type.googleapis.com/google.rpc.RetryInfo").retryDelay`).Str
+				secs, err := strconv.Atoi(strings.TrimSuffix(d, "s"))
+				if err != nil || !strings.HasSuffix(d, "s") || secs <= 300 || secs > 24*3600 {
+					t.Errorf("retryDelay %q in %s", d, res.body)
+				}
 			}
 		})
 	}

@@ -106,6 +106,10 @@ func (g *Gate) refuse(w http.ResponseWriter, format translate.Format, reason rej
 	return g.reject(w, format, reason, status, code, msg, 0, ent)
 }
 
+// noReopenRetryAfter is the delay a Gemini client is told when its key's
+// window will not open by itself (a past-due key): a day.
+const noReopenRetryAfter = 24 * 60 * 60
+
 // usageLimit answers 429 in the shape clients know for a spent usage
 // window: on /v1 {"error":{"message","type":"usage_limit_reached","param",
 // "code","resets_at"}} (resets_at in Unix seconds, left out when it will
@@ -121,9 +125,19 @@ func (g *Gate) usageLimit(w http.ResponseWriter, format translate.Format, reason
 	}
 	e := &translate.Error{Status: http.StatusTooManyRequests, Kind: translate.RateLimit, Message: msg, Code: code}
 	body := make([]byte, 0, 192+len(msg))
-	if format == translate.Messages || format == translate.Gemini {
+	switch format {
+	case translate.Gemini:
+		// Gemini CLI reads only the body's delay: the time until the
+		// window opens (a day when it will not), past five minutes, stops
+		// it at once instead of retrying for minutes.
+		e.RetryAfter = noReopenRetryAfter
+		if !resets.IsZero() {
+			e.RetryAfter = max(int((resets.Sub(g.now())+time.Second-1)/time.Second), 1)
+		}
 		body = e.AppendBody(body, format)
-	} else {
+	case translate.Messages:
+		body = e.AppendBody(body, format)
+	default:
 		if promo, ok := codexPromo(msg); ok {
 			h[hdrCodexPromo] = []string{promo}
 		}

@@ -190,7 +190,11 @@ then run:
   export TIMEBLOCK_API_KEY=$KEY
   codex exec --skip-git-repo-check "Say hello"   # the flag only matters outside a git repository
 
-Gemini CLI:
+Gemini CLI: put this in ~/.gemini/settings.json (it tells the CLI the key is an API key)
+
+  {"security": {"auth": {"selectedType": "gemini-api-key"}}}
+
+then run:
 
   export GOOGLE_GEMINI_BASE_URL=$BASE/gemini
   export GEMINI_API_KEY=$KEY

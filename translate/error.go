@@ -57,6 +57,10 @@ type Error struct {
 	// Code and Param fill the chat body's `code` and `param`; empty renders null.
 	Code  string
 	Param string
+	// RetryAfter, in seconds, is when to try again (0: not said). The
+	// caller sends it as Retry-After; the Gemini body carries it too, as
+	// google.rpc.RetryInfo, the only delay Gemini CLI reads.
+	RetryAfter int
 }
 
 // NewError builds an error. A zero status is taken from the kind and an

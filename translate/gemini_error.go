@@ -13,7 +13,16 @@ func appendGeminiError(dst []byte, e *Error, _ ErrorKind) []byte {
 	dst = appendStr(dst, e.Message)
 	dst = append(dst, `,"status":"`...)
 	dst = append(dst, geminiStatus(e.Status)...)
-	return append(dst, `"}}`...)
+	dst = append(dst, '"')
+	if e.RetryAfter > 0 {
+		// Gemini CLI ignores Retry-After and retries a 429 or a 5xx ten
+		// times over minutes, unless the body says when: a delay past five
+		// minutes stops it at once.
+		dst = append(dst, `,"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"`...)
+		dst = appendInt(dst, int64(e.RetryAfter))
+		dst = append(dst, `s"}]`...)
+	}
+	return append(dst, `}}`...)
 }
 
 // geminiStatus is the google.rpc code name Google's APIs send with an HTTP

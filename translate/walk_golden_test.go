@@ -134,7 +134,7 @@ func walkAnswers(r walkReaders, body []byte) []walkSection {
 		if isObj(s) && gjson.Valid(s) {
 			v := "ok"
 			if err := r.validate(client, s); err != nil {
-				v = fmt.Sprintf("error %+v", *err)
+				v = "error " + errorFields(err)
 			}
 			out = append(out, walkSection{name: "validate " + client.String(), data: v})
 		}
@@ -171,11 +171,17 @@ func walkAnswers(r walkReaders, body []byte) []walkSection {
 func walkAnswer(out []byte, req Request, err *Error) string {
 	if err != nil {
 		if len(out) > 0 || req != (Request{}) {
-			return fmt.Sprintf("error %+v\nbut also request %+v\n%s", *err, req, out)
+			return fmt.Sprintf("error %s\nbut also request %+v\n%s", errorFields(err), req, out)
 		}
-		return fmt.Sprintf("error %+v", *err)
+		return "error " + errorFields(err)
 	}
 	return "request " + requestFields(req) + "\n" + string(out)
+}
+
+// errorFields renders an Error as the corpus was written: its fields but
+// RetryAfter, which no translation sets.
+func errorFields(e *Error) string {
+	return fmt.Sprintf("{Status:%d Kind:%s Message:%s Code:%s Param:%s}", e.Status, e.Kind, e.Message, e.Code, e.Param)
 }
 
 // requestFields renders every field of a Request, leaving out resp, call

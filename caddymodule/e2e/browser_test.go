@@ -508,6 +508,9 @@ func TestBrowserBuyerJourney(t *testing.T) {
 		!strings.Contains(s, "GEMINI_API_KEY="+key) || !strings.Contains(s, "--model m-alpha") {
 		t.Errorf("the Gemini CLI snippet:\n%s", s)
 	}
+	if s := ada.text("#snippet-gemini-settings"); !strings.Contains(s, `"selectedType": "gemini-api-key"`) {
+		t.Errorf("the Gemini CLI settings snippet:\n%s", s)
+	}
 	if s := ada.text("#snippet-genai-py"); !strings.Contains(s, `"base_url": "`+site+`/gemini"`) || !strings.Contains(s, key) {
 		t.Errorf("the Gen AI SDK snippet:\n%s", s)
 	}
