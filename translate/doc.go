@@ -21,6 +21,7 @@
 //	           request_chat.go (messages → chat)
 //	responses  responses_request.go → chat (→ messages) responses_response.go  sink: responses_stream.go
 //	gemini     gemini_request.go → chat (→ messages)   gemini_response.go     sink: gemini_stream.go
+//	           (gemini_contents.go, gemini_media.go, gemini_tools.go, gemini_config.go)
 //
 // Chat completions is the pivot. The chat and messages rows translate
 // directly between each other: those four pairs are the traffic that
