@@ -20,6 +20,7 @@
 //	messages   request_pass.go,  response.go          stream_messages.go, emit.go
 //	           request_chat.go (messages → chat)
 //	responses  responses_request.go → chat (→ messages) responses_response.go  sink: responses_stream.go
+//	           (responses_tools.go, responses_input.go, responses_runs.go)
 //	gemini     gemini_request.go → chat (→ messages)   gemini_response.go     sink: gemini_stream.go
 //	           (gemini_contents.go, gemini_media.go, gemini_tools.go, gemini_config.go)
 //
