@@ -8,9 +8,10 @@ package translate
 // for Gemini); nothing else switches on the client's format to pick one.
 //
 // Two kinds of stream writer stand behind the rows. Chat and messages
-// clients are written directly from either upstream (stream_chat.go,
-// stream_messages.go, emit.go): the four pairs are the hot paths, and the
-// direct writers pay, measured in docs/performance.md. The other clients
+// clients are written directly from either upstream (stream_from_chat.go,
+// stream_from_messages.go, stream_emit.go): the four pairs are the hot
+// paths, and the direct writers pay, measured in docs/performance.md. The
+// other clients
 // are chat sinks: an inner Stream turns the upstream's events, whichever
 // format they are in, into normalised chat chunks (reasoning split out,
 // tool calls numbered, nameless calls dropped), and the sink writes the

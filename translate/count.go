@@ -404,7 +404,7 @@ func base64ImageTokens(data string) int64 {
 }
 
 // tally is the estimate made on the way by the messages → chat translation
-// (request_chat.go), which visits every value the counter counts: it adds
+// (request_messages_to_chat.go), which visits every value the counter counts: it adds
 // the same terms as the counter, at the same places, without a second walk
 // of the body. Text is counted only when on (a streamed request); the other
 // terms cost nothing. The translation reads the last of duplicate members

@@ -14,15 +14,22 @@
 // output limit and conversation fields. The exported entry points look the
 // client's row up; nothing else picks a writer by the client's format.
 //
-//	format     request           whole answer         stream
-//	chat       request_pass.go,  response.go          stream_chat.go, emit.go
-//	           request_messages.go (chat → messages)
-//	messages   request_pass.go,  response.go          stream_messages.go, emit.go
-//	           request_chat.go (messages → chat)
-//	responses  responses_request.go → chat (→ messages) responses_response.go  sink: responses_stream.go
-//	           (responses_tools.go, responses_input.go, responses_runs.go)
-//	gemini     gemini_request.go → chat (→ messages)   gemini_response.go     sink: gemini_stream.go
-//	           (gemini_contents.go, gemini_media.go, gemini_tools.go, gemini_config.go)
+//	format     request                    whole answer            stream
+//	chat       request_pass.go,           response.go             stream_emit.go
+//	           request_chat_to_messages.go
+//	messages   request_pass.go,           response.go             stream_emit.go
+//	           request_messages_to_chat.go
+//	responses  responses_request.go       responses_response.go   sink: responses_stream.go
+//	           (→ chat, → messages)
+//	gemini     gemini_request.go          gemini_response.go      sink: gemini_stream.go
+//	           (→ chat, → messages)
+//
+// Upstream streams are read by stream_from_chat.go and
+// stream_from_messages.go, which feed the direct writers (stream_emit.go)
+// or, for a sink's client, the inner chat stream. The Responses and Gemini
+// readers are in files by concern (responses_tools.go, responses_input.go,
+// responses_runs.go; gemini_config.go, gemini_contents.go, gemini_media.go,
+// gemini_tools.go).
 //
 // Chat completions is the pivot. The chat and messages rows translate
 // directly between each other: those four pairs are the traffic that
