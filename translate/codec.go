@@ -11,11 +11,11 @@ package translate
 // clients are written directly from either upstream (stream_from_chat.go,
 // stream_from_messages.go, stream_emit.go): the four pairs are the hot
 // paths, and the direct writers pay, measured in docs/performance.md. The
-// other clients
-// are chat sinks: an inner Stream turns the upstream's events, whichever
-// format they are in, into normalised chat chunks (reasoning split out,
-// tool calls numbered, nameless calls dropped), and the sink writes the
-// client's events from the readings of those chunks (chatSink, pivot.go).
+// other clients are chat sinks: an inner Stream turns the upstream's
+// events, whichever format they are in, into normalised chat chunks
+// (reasoning split out, tool calls numbered, nameless calls dropped), and
+// the sink writes the client's events from the readings of those chunks
+// (chatSink, pivot.go).
 
 // codec is one client format's row.
 type codec struct {
