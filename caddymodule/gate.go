@@ -38,8 +38,9 @@ const (
 	VarBody = "timeblock.body"
 	// VarBoost holds the priority boost to apply (int): the number of boost
 	// members open now, or 0 when boost_priority is off. On chat requests
-	// the gate has already set the body's priority to minus this; a handler
-	// that builds a chat body from a messages request sets it.
+	// the gate has already set the body's priority to minus this; the
+	// translator hands it to a translation that builds a chat body from
+	// another format (translate.Call.Boost).
 	VarBoost = "timeblock.boost"
 )
 

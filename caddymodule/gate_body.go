@@ -121,7 +121,7 @@ func scanInference(body []byte, format translate.Format, pathModel string) (infe
 			f.maxTokens = gjson.Parse(v)
 		case translate.MaxCompletionTokensField:
 			f.maxCompletionTokens = gjson.Parse(v)
-		case "priority":
+		case translate.PriorityField:
 			f.priority = true
 		default:
 			// A nested limit, found where the body keeps it (under either
@@ -176,9 +176,9 @@ func rewriteBody(body []byte, f *inferenceFields, maxOut int, chat bool, boosts 
 	}
 	if chat && (boosts > 0 || f.priority) {
 		if boosts > 0 {
-			body, err = sjson.SetRawBytesOptions(body, "priority", strconv.AppendInt(nil, int64(-boosts), 10), opts)
+			body, err = sjson.SetRawBytesOptions(body, translate.PriorityField, strconv.AppendInt(nil, int64(-boosts), 10), opts)
 		} else {
-			body, err = sjson.DeleteBytesOptions(body, "priority", opts)
+			body, err = sjson.DeleteBytesOptions(body, translate.PriorityField, opts)
 		}
 		if err != nil {
 			return nil, false, fmt.Errorf("setting priority: %w", err)

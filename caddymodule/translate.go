@@ -164,19 +164,15 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	// The translated body is built in a pooled buffer (body_buffers.go). A
 	// translation usually comes out about as long as what it translates.
 	out := newSharedBody(len(body) + len(body)/4 + 512)
-	// checked: by the gate, well-formed JSON, not too deep.
-	built, req, terr := translate.TranslateCallRequest(client, translate.CallFromPath(client, r.URL.Path), body, &t.cfg, out.mem, checked)
-	// Boosted keys run first on a chat upstream (vLLM's priority: lower runs
-	// first). The gate set it on chat bodies; a chat body built here from a
-	// request in another format gets it now (the translation drops a
-	// priority the client sent). The body ends with its closing brace.
-	if terr == nil && client != translate.Chat && t.cfg.Upstream == translate.Chat {
-		if n, ok := caddyhttp.GetVar(r.Context(), VarBoost).(int); ok && n > 0 {
-			built = append(built[:len(built)-1], `,"priority":`...)
-			built = strconv.AppendInt(built, int64(-n), 10)
-			built = append(built, '}')
-		}
+	call := translate.CallFromPath(client, r.URL.Path)
+	// Boosted keys run first on a chat upstream: the gate decided how much
+	// (it wrote it into a chat client's own body), and a chat body built
+	// here from another format gets it from the translation.
+	if n, ok := caddyhttp.GetVar(r.Context(), VarBoost).(int); ok {
+		call.Boost = n
 	}
+	// checked: by the gate, well-formed JSON, not too deep.
+	built, req, terr := translate.TranslateCallRequest(client, call, body, &t.cfg, out.mem, checked)
 	// A pass-through body usually comes out unchanged; then the one already
 	// read goes on. Otherwise the new body replaces it, and the buffer of
 	// the client's is free at once.

@@ -72,13 +72,23 @@ func ParseGeminiPath(p string) (model string, m GeminiMethod, ok bool) {
 	return "", GeminiNone, false
 }
 
-// Call is what a request's path says of it beyond its format: the Gemini
-// API names the model and whether the answer streams there. It is zero for
-// the formats whose body says both.
+// Call is what is known of a request beside its body. The Gemini API's
+// path names the model and whether the answer streams (zero for the formats
+// whose body says both); Boost is how many boost members of the key are
+// open, which the caller (the gate) decided.
 type Call struct {
 	Model  string
 	Stream bool
+	// Boost > 0 puts the request ahead on a chat upstream: a chat body the
+	// translation builds from another format gets priority -Boost (vLLM's
+	// priority: lower runs first). A chat client's own body is the
+	// caller's to edit (PriorityField).
+	Boost int
 }
+
+// PriorityField is the chat request member that orders requests on the
+// upstream (vLLM's --scheduling-policy priority).
+const PriorityField = "priority"
 
 // CallFromPath is the Call a request path makes in format f.
 func CallFromPath(f Format, p string) Call {

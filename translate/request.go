@@ -50,8 +50,9 @@ func TranslateValidRequest(client Format, body []byte, cfg *Config, buf []byte) 
 }
 
 // TranslateCallRequest is TranslateRequest (TranslateValidRequest when
-// checked) for a format whose path says part of the request: call, as
-// CallFromPath read it (a Gemini request's model and streaming).
+// checked) with what is known of the request beside its body: call (a
+// Gemini request's model and streaming, as CallFromPath read them, and the
+// boost the gate decided).
 func TranslateCallRequest(client Format, call Call, body []byte, cfg *Config, buf []byte, checked bool) ([]byte, Request, *Error) {
 	return translateRequest(client, call, body, cfg, buf, checked)
 }
@@ -70,6 +71,13 @@ func translateRequest(client Format, call Call, body []byte, cfg *Config, buf []
 	out, req, err := c.request(buf, s, cfg, call)
 	if err != nil {
 		return buf[:mark], Request{}, err
+	}
+	// The body ends with its closing brace; the translation dropped any
+	// priority the client sent.
+	if call.Boost > 0 && client != Chat && cfg.Upstream == Chat {
+		out = append(out[:len(out)-1], `,"`+PriorityField+`":`...)
+		out = appendInt(out, int64(-call.Boost))
+		out = append(out, '}')
 	}
 	req.call = call
 	return out, req, nil

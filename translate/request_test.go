@@ -398,3 +398,29 @@ func TestStructuredOutputToMessages(t *testing.T) {
 	}
 	mustRefuse(t, Responses, `{"model":"m","input":"x","text":{"format":{"type":"json_object"}}}`, cfg, "text.format: this model's upstream can enforce only a JSON schema")
 }
+
+// A chat body built from another format gets the boost the caller decided
+// as priority; a chat client's own body and a messages upstream's do not.
+func TestCallBoost(t *testing.T) {
+	msgs := []byte(`{"model":"m","max_tokens":5,"priority":7,"messages":[{"role":"user","content":"hi"}]}`)
+	chat := []byte(`{"model":"m","max_tokens":5,"priority":7,"messages":[{"role":"user","content":"hi"}]}`)
+	for _, c := range []struct {
+		client, upstream Format
+		body             []byte
+		want             string
+	}{
+		{Messages, Chat, msgs, "-3"},
+		{Chat, Chat, chat, "7"}, // the gate edits a chat client's body
+		{Chat, Messages, chat, ""},
+		{Messages, Messages, msgs, "7"}, // a pass-through keeps what it does not know
+	} {
+		cfg := Config{Upstream: c.upstream}
+		out, _, err := TranslateCallRequest(c.client, Call{Boost: 3}, c.body, &cfg, nil, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := gjson.GetBytes(out, PriorityField).Raw; got != c.want || !gjson.ValidBytes(out) {
+			t.Errorf("%s to %s: priority %q, want %q: %s", c.client, c.upstream, got, c.want, out)
+		}
+	}
+}

@@ -49,22 +49,9 @@ func TestGeminiCLI(t *testing.T) {
 		t.Run(upstream+" upstream", func(t *testing.T) {
 			f := startClients(t, upstream)
 			work, marker, notes := clientWorkDir(t)
-			geminiHome := geminiCLIHome(t)
-			// Where the CLI writes its error reports (os.tmpdir()), kept out
-			// of the machine's /tmp and shown when the test fails.
-			reports := t.TempDir()
+			env, geminiHome, reports := geminiEnv(t, f, f.key)
 			args, _ := json.Marshal(map[string]string{"file_path": notes})
-			r := f.run(t, bin, work, []string{
-				"GOOGLE_GEMINI_BASE_URL=" + f.c.URL() + "/gemini",
-				"GEMINI_API_KEY=" + f.key,
-				"GEMINI_CLI_HOME=" + geminiHome,
-				// No machine-wide settings (/etc/gemini-cli) either.
-				"GEMINI_CLI_SYSTEM_SETTINGS_PATH=" + filepath.Join(geminiHome, "system-settings.json"),
-				"GEMINI_CLI_SYSTEM_DEFAULTS_PATH=" + filepath.Join(geminiHome, "system-defaults.json"),
-				// One node process, not a relaunched child.
-				"GEMINI_CLI_NO_RELAUNCH=true",
-				"TMPDIR=" + reports,
-			},
+			r := f.run(t, bin, work, env,
 				// read_file is read-only: headless runs allow it without
 				// --yolo or an approval mode.
 				"-p", "Read my notes: call tool read_file with "+string(args),
@@ -87,6 +74,29 @@ func TestGeminiCLI(t *testing.T) {
 			}
 		})
 	}
+}
+
+// geminiEnv is Gemini CLI's environment for key, with retries at its
+// default: the base URL and the key, a GEMINI_CLI_HOME with the run's
+// settings (returned as home), no machine-wide settings, and the directory
+// the CLI writes its error reports to (reports).
+func geminiEnv(t *testing.T, f *clientsFixture, key string) (env []string, home, reports string) {
+	t.Helper()
+	home = geminiCLIHome(t)
+	// Where the CLI writes its error reports (os.tmpdir()), kept out of the
+	// machine's /tmp and shown when the test fails.
+	reports = t.TempDir()
+	return []string{
+		"GOOGLE_GEMINI_BASE_URL=" + f.c.URL() + "/gemini",
+		"GEMINI_API_KEY=" + key,
+		"GEMINI_CLI_HOME=" + home,
+		// No machine-wide settings (/etc/gemini-cli) either.
+		"GEMINI_CLI_SYSTEM_SETTINGS_PATH=" + filepath.Join(home, "system-settings.json"),
+		"GEMINI_CLI_SYSTEM_DEFAULTS_PATH=" + filepath.Join(home, "system-defaults.json"),
+		// One node process, not a relaunched child.
+		"GEMINI_CLI_NO_RELAUNCH=true",
+		"TMPDIR=" + reports,
+	}, home, reports
 }
 
 // geminiCLIHome makes the directory the CLI keeps its .gemini in

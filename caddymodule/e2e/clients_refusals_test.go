@@ -2,9 +2,10 @@
 
 package e2e_test
 
-// The gate's refusals as the pinned clients take them, with the clients'
-// retries left at their defaults: a closed window, a wrong key and a model
-// the key does not hold each end the run within 10 s, showing the answer
+// The gate's refusals as the pinned clients take them (Claude Code, Codex
+// CLI, Gemini CLI), with the clients' retries left at their defaults: a
+// closed window, a wrong key and a model the key does not hold each end the
+// run within 10 s, showing the answer
 // (when the window opens, in UTC; what to fix); full lanes make the client
 // wait and then succeed. README, "What a refusal looks like to a client",
 // says why the refusals have the shape they have.
@@ -29,6 +30,7 @@ const refusalTimeout = 10 * time.Second
 func TestClientRefusals(t *testing.T) {
 	claude := clientBin(t, "claude", "@anthropic-ai/claude-code")
 	codex := clientBin(t, "codex", "@openai/codex")
+	gemini := clientBin(t, "gemini", "@google/gemini-cli")
 	hold := newHoldUpstream(t)
 	f := startClientsWith(t, holdCaddyfile(hold.addr()))
 
@@ -48,20 +50,25 @@ func TestClientRefusals(t *testing.T) {
 	cases := []struct {
 		name, key, model string
 		// What each client must print: the opening time, or the fix.
-		claudeSays, codexSays []string
+		claudeSays, codexSays, geminiSays []string
 		// Codex retries any 401 five times, whatever the answer says.
 		codexRequests int
 	}{
 		{"closed window", closedKey, clientsModel,
 			[]string{"opens next at " + opens.Format(time.RFC3339) + " (UTC)"},
+			[]string{"opens next at " + opens.Format(time.RFC3339) + " (UTC)"},
+			// Gemini CLI retries a 429 for minutes unless the body's
+			// RetryInfo says to wait longer than five: the window's does.
 			[]string{"opens next at " + opens.Format(time.RFC3339) + " (UTC)"}, 2},
 		{"wrong key", wrongKey, clientsModel,
+			[]string{"invalid API key", "GET /api/keys lists your keys"},
 			[]string{"invalid API key", "GET /api/keys lists your keys"},
 			[]string{"invalid API key", "GET /api/keys lists your keys"}, 6},
 		{"unknown model", f.key, "meta-llama/Llama-3.3-70B-Instruct",
 			// Claude Code shows its own text for a 404 on the model.
 			[]string{"issue with the selected model", "--model"},
-			[]string{`model "meta-llama/Llama-3.3-70B-Instruct" is not available with this key; it holds: ` + clientsModel}, 2},
+			[]string{`model "meta-llama/Llama-3.3-70B-Instruct" is not available with this key; it holds: ` + clientsModel},
+			[]string{`model \"meta-llama/Llama-3.3-70B-Instruct\" is not available with this key`}, 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name+"/claude", func(t *testing.T) {
@@ -76,6 +83,13 @@ func TestClientRefusals(t *testing.T) {
 			defer r.logOnFailure(t)
 			checkRefusedRun(t, r, tc.codexSays, tc.codexRequests)
 		})
+		t.Run(tc.name+"/gemini", func(t *testing.T) {
+			env, _, reports := geminiEnv(t, f, tc.key)
+			r := f.run(t, gemini, t.TempDir(), env, "-p", "Say hello", "--model", tc.model)
+			defer logGeminiReports(t, reports)
+			defer r.logOnFailure(t)
+			checkRefusedRun(t, r, tc.geminiSays, 1)
+		})
 	}
 
 	// Full lanes: a key of one lane in the current block, held by another
@@ -86,7 +100,7 @@ func TestClientRefusals(t *testing.T) {
 		map[string]any{"blocks": []string{blocks[cur]}, "quantity": 1})
 	_, laneKey := f.acct.key(t, laneSub.Get("id").Str)
 	closes := opens
-	for _, client := range []string{"claude", "codex"} {
+	for _, client := range []string{"claude", "codex", "gemini"} {
 		t.Run("lanes full then free/"+client, func(t *testing.T) {
 			release := hold.take(t, f, laneKey)
 			logStart := len(f.c.Logs())
@@ -104,9 +118,15 @@ func TestClientRefusals(t *testing.T) {
 			}()
 			var r *clientRun
 			var home string
-			if client == "claude" {
+			switch client {
+			case "claude":
 				r = f.run(t, claude, t.TempDir(), claudeEnv(f, laneKey), "-p", "Say hello", "--model", clientsModel)
-			} else {
+			case "gemini":
+				// Its first retry waits 5 s at least (it reads the body's
+				// RetryInfo, 1 s here, not Retry-After).
+				env, _, _ := geminiEnv(t, f, laneKey)
+				r = f.run(t, gemini, t.TempDir(), env, "-p", "Say hello", "--model", clientsModel)
+			default:
 				home = codexHome(t, f, clientsModel)
 				r = f.run(t, codex, t.TempDir(), []string{"CODEX_HOME=" + home, "TIMEBLOCK_API_KEY=" + laneKey},
 					"exec", "--skip-git-repo-check", "Say hello")
