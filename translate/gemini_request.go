@@ -158,16 +158,7 @@ func geminiToChat(dst []byte, s string, cfg *Config, call Call, final bool) ([]b
 		return dst, req, err
 	}
 	dst = append(dst, ']')
-	if maxTokens > 0 {
-		dst = append(dst, `,"max_tokens":`...)
-		dst = appendInt(dst, maxTokens)
-	}
-	if req.Stream {
-		dst = append(dst, `,"stream":true`...)
-		if final {
-			dst = append(dst, `,"stream_options":{"include_usage":true}`...)
-		}
-	}
+	dst = appendChatLimits(dst, maxTokens, req.Stream, final)
 	for _, m := range [...]struct{ name, v string }{
 		{"temperature", g.temperature}, {"top_p", g.topP}, {"stop", g.stop}, {"seed", g.seed},
 		{"presence_penalty", g.presence}, {"frequency_penalty", g.frequency},
@@ -185,22 +176,7 @@ func geminiToChat(dst []byte, s string, cfg *Config, call Call, final bool) ([]b
 	if g.format != "" {
 		dst = appendRawMember(dst, "response_format", g.format)
 	}
-	if final {
-		dst = r.appendReasoning(dst, cfg, true)
-	} else if r.set {
-		switch {
-		case !r.on:
-			dst = append(dst, `,"reasoning_effort":"none"`...)
-		case r.budget > 0: // the chat → messages translation reads thinking too
-			dst = append(dst, `,"thinking":{"type":"enabled","budget_tokens":`...)
-			dst = appendInt(dst, r.budget)
-			dst = append(dst, '}')
-		default:
-			dst = append(dst, `,"reasoning_effort":"`...)
-			dst = append(dst, [...]string{effUnset: "medium", effLow: "low", effMedium: "medium", effHigh: "high", effMax: "max"}[r.effort]...)
-			dst = append(dst, '"')
-		}
-	}
+	dst = r.appendPivot(dst, cfg, final)
 	return append(dst, '}'), req, nil
 }
 

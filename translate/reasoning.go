@@ -353,6 +353,46 @@ func (r *reasoning) level() effort {
 
 var openAIEffort = [...]string{effUnset: "medium", effLow: "low", effMedium: "medium", effHigh: "high", effMax: "high"}
 
+// appendPivot writes r into a chat request built from another client format
+// (Responses, Gemini): in the upstream's dialect when the request goes
+// upstream as it is (final), else as a chat client would write it, for the
+// chat → messages translation that follows: reasoning_effort, or thinking
+// when a budget was given.
+func (r *reasoning) appendPivot(dst []byte, cfg *Config, final bool) []byte {
+	switch {
+	case final:
+		return r.appendReasoning(dst, cfg, true)
+	case !r.set:
+		return dst
+	case !r.on:
+		return append(dst, `,"reasoning_effort":"none"`...)
+	case r.budget > 0:
+		dst = append(dst, `,"thinking":{"type":"enabled","budget_tokens":`...)
+		dst = appendInt(dst, r.budget)
+		return append(dst, '}')
+	}
+	dst = append(dst, `,"reasoning_effort":"`...)
+	dst = append(dst, [...]string{effUnset: "medium", effLow: "low", effMedium: "medium", effHigh: "high", effMax: "max"}[r.effort]...)
+	return append(dst, '"')
+}
+
+// appendChatLimits writes the output limit and, for a streamed request,
+// stream (and, going upstream as it is, the usage chunk asked for) into a
+// chat request built from another client format.
+func appendChatLimits(dst []byte, maxTokens int64, stream, final bool) []byte {
+	if maxTokens > 0 {
+		dst = append(dst, `,"max_tokens":`...)
+		dst = appendInt(dst, maxTokens)
+	}
+	if stream {
+		dst = append(dst, `,"stream":true`...)
+		if final {
+			dst = append(dst, `,"stream_options":{"include_usage":true}`...)
+		}
+	}
+	return dst
+}
+
 // appendReasoning writes the intent in dialect d. chatUp says the upstream
 // speaks chat (chat_template_kwargs the client sent ride along only there).
 func (r *reasoning) appendReasoning(dst []byte, cfg *Config, chatUp bool) []byte {

@@ -213,16 +213,7 @@ func responsesToChat(dst []byte, s string, cfg *Config, final bool) ([]byte, Req
 		dst = appendStringInput(dst, input, instructions)
 	}
 	dst = append(dst, ']')
-	if maxTokens > 0 {
-		dst = append(dst, `,"max_tokens":`...)
-		dst = appendInt(dst, maxTokens)
-	}
-	if req.Stream {
-		dst = append(dst, `,"stream":true`...)
-		if final {
-			dst = append(dst, `,"stream_options":{"include_usage":true}`...)
-		}
-	}
+	dst = appendChatLimits(dst, maxTokens, req.Stream, final)
 	if !isNull(c.temperature) {
 		dst = appendRawMember(dst, "temperature", c.temperature)
 	}
@@ -238,20 +229,7 @@ func responsesToChat(dst []byte, s string, cfg *Config, final bool) ([]byte, Req
 	if format != "" {
 		dst = appendRawMember(dst, "response_format", format)
 	}
-	if final {
-		dst = r.appendReasoning(dst, cfg, true)
-	} else if r.set {
-		dst = append(dst, `,"reasoning_effort":"`...)
-		switch {
-		case !r.on:
-			dst = append(dst, "none"...)
-		case r.effort == effUnset:
-			dst = append(dst, "medium"...)
-		default:
-			dst = append(dst, [...]string{effLow: "low", effMedium: "medium", effHigh: "high", effMax: "max"}[r.effort]...)
-		}
-		dst = append(dst, '"')
-	}
+	dst = r.appendPivot(dst, cfg, final)
 	req.resp = o
 	return append(dst, '}'), req, nil
 }

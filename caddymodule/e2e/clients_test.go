@@ -45,10 +45,9 @@ import (
 // to Caddy's output, where the tests read it back: which requests a client
 // made, their status and content type, and the pool the gate admitted them
 // to (X-Timeblock-Pool, set from the gate's placeholder). The key's value is
-// never logged: Caddy redacts Authorization, the filter redacts x-api-key and
-// x-goog-api-key. (A Gemini client may also put the key in ?key=, which only
-// a query filter on request>uri would keep out, as Caddyfile.example has;
-// the clients run here never do.)
+// never logged: Caddy redacts Authorization, the filter redacts x-api-key,
+// x-goog-api-key and ?key= (where a Gemini client may put it), as
+// Caddyfile.example's does.
 const clientsCaddyfile = `{
 	timeblock {
 		secret {$TIMEBLOCK_SECRET}
@@ -69,6 +68,9 @@ const clientsCaddyfile = `{
 			wrap json
 			request>headers>X-Api-Key replace REDACTED
 			request>headers>X-Goog-Api-Key replace REDACTED
+			request>uri query {
+				replace key REDACTED
+			}
 		}
 	}
 	handle /api/* {

@@ -20,52 +20,6 @@ import (
 	"google.golang.org/genai"
 )
 
-// geminiCaddyfile routes /gemini/* as Caddyfile.example does, with its
-// access log and the filter that keeps keys out of it.
-const geminiCaddyfile = `{
-	timeblock {
-		secret {$TIMEBLOCK_SECRET}
-		pool agents {
-			model ` + clientsModel + `
-			slots 4
-			block asia 40
-			block europe 40
-			block americas 40
-		}
-	}
-}
-
-:{{.HTTP}} {
-	log {
-		output stderr
-		format filter {
-			wrap json
-			request>headers>X-Goog-Api-Key replace REDACTED
-			request>uri query {
-				replace key REDACTED
-			}
-		}
-	}
-	handle /api/* {
-		timeblock_accounts
-	}
-	@inference path /v1/* /compat/v1/* /gemini/*
-	handle @inference {
-		timeblock_gate
-		timeblock_translate %FORMAT%
-		reverse_proxy 127.0.0.1:{{.Upstream}} {
-			flush_interval -1
-		}
-	}
-}
-
-:{{.Upstream}} {
-	timeblock_simulator {
-		reasoning_tokens 8
-	}
-}
-`
-
 func geminiClient(t *testing.T, baseURL, key string) *genai.Client {
 	t.Helper()
 	c, err := genai.NewClient(context.Background(), &genai.ClientConfig{
@@ -82,7 +36,7 @@ func geminiClient(t *testing.T, baseURL, key string) *genai.Client {
 func TestGeminiSDK(t *testing.T) {
 	for _, upstream := range []string{"chat", "messages"} {
 		t.Run(upstream+" upstream", func(t *testing.T) {
-			f := startClientsWith(t, strings.ReplaceAll(geminiCaddyfile, "%FORMAT%", upstream))
+			f := startClients(t, upstream) // the routes and log filter of Caddyfile.example
 			geminiSDKCases(t, f)
 		})
 	}
