@@ -43,6 +43,14 @@ const (
 // gateRoute tells the endpoint from the request path; for epModel and the
 // Gemini endpoints it also returns the model id (which may hold slashes).
 func gateRoute(p string) (gateEndpoint, string) {
+	switch translate.FormatFromPath(p) {
+	case translate.Chat:
+		return epChat, ""
+	case translate.Messages:
+		return epMessages, ""
+	case translate.Responses:
+		return epResponses, ""
+	}
 	if model, m, ok := translate.ParseGeminiPath(p); ok {
 		switch m {
 		case translate.GeminiGenerate, translate.GeminiStream:
@@ -53,14 +61,6 @@ func gateRoute(p string) (gateEndpoint, string) {
 			return epGeminiModel, model
 		}
 		return epGeminiModels, ""
-	}
-	switch translate.FormatFromPath(p) {
-	case translate.Chat:
-		return epChat, ""
-	case translate.Messages:
-		return epMessages, ""
-	case translate.Responses:
-		return epResponses, ""
 	}
 	p = strings.TrimSuffix(p, "/")
 	switch {

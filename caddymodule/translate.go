@@ -168,8 +168,10 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	// Boosted keys run first on a chat upstream: the gate decided how much
 	// (it wrote it into a chat client's own body), and a chat body built
 	// here from another format gets it from the translation.
-	if n, ok := caddyhttp.GetVar(r.Context(), VarBoost).(int); ok {
-		call.Boost = n
+	if client != translate.Chat && t.cfg.Upstream == translate.Chat {
+		if n, ok := caddyhttp.GetVar(r.Context(), VarBoost).(int); ok {
+			call.Boost = n
+		}
 	}
 	// checked: by the gate, well-formed JSON, not too deep.
 	built, req, terr := translate.TranslateCallRequest(client, call, body, &t.cfg, out.mem, checked)
