@@ -68,7 +68,7 @@ func TestClientRefusals(t *testing.T) {
 			// Claude Code shows its own text for a 404 on the model.
 			[]string{"issue with the selected model", "--model"},
 			[]string{`model "meta-llama/Llama-3.3-70B-Instruct" is not available with this key; it holds: ` + clientsModel},
-			[]string{`model \"meta-llama/Llama-3.3-70B-Instruct\" is not available with this key`}, 2},
+			[]string{`model "meta-llama/Llama-3.3-70B-Instruct" is not available with this key; it holds: ` + clientsModel}, 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name+"/claude", func(t *testing.T) {
@@ -88,6 +88,8 @@ func TestClientRefusals(t *testing.T) {
 			r := f.run(t, gemini, t.TempDir(), env, "-p", "Say hello", "--model", tc.model)
 			defer logGeminiReports(t, reports)
 			defer r.logOnFailure(t)
+			// Gemini CLI prints the error's message with a stack trace
+			// (TerminalQuotaError for the closed window: it will not retry).
 			checkRefusedRun(t, r, tc.geminiSays, 1)
 		})
 	}
