@@ -272,6 +272,9 @@ func (s *siteSummary) line(pools []*PoolConfig) string {
 		if slices.ContainsFunc(s.Inference, func(p string) bool { return coversPrefix(p, "/compat/v1/") }) {
 			bases = append(bases, "messages-style base URL "+s.BaseURL+"/compat")
 		}
+		if slices.ContainsFunc(s.Inference, func(p string) bool { return coversPrefix(p, "/gemini/v1beta/") }) {
+			bases = append(bases, "Gemini API base URL "+s.BaseURL+"/gemini")
+		}
 		if len(bases) > 0 {
 			inf += " (" + strings.Join(bases, ", ") + ")"
 		}

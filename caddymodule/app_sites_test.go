@@ -46,7 +46,7 @@ func TestDescribeServers(t *testing.T) {
 		"srv0": {Listen: []string{"127.0.0.1:8000"}, Routes: caddyhttp.RouteList{route(nil, &Simulator{})}},
 		"srv1": {Listen: []string{":8080"}, Routes: caddyhttp.RouteList{
 			handle([]string{"/api", "/api/*"}, &Accounts{}),
-			handle([]string{"/v1/*", "/compat/v1/*"}, &Gate{}, &Translate{Upstream: "chat"},
+			handle([]string{"/v1/*", "/compat/v1/*", "/gemini/*"}, &Gate{}, &Translate{Upstream: "chat"},
 				&reverseproxy.Handler{Upstreams: reverseproxy.UpstreamPool{{Dial: "127.0.0.1:8000"}}}),
 			handle(nil, &caddyhttp.StaticResponse{}),
 		}},
@@ -57,7 +57,7 @@ func TestDescribeServers(t *testing.T) {
 	want := []siteSummary{
 		{Server: "srv0", BaseURL: "http://127.0.0.1:8000", Simulator: []string{"/*"}},
 		{Server: "srv1", BaseURL: "http://localhost:8080", API: []string{"/api", "/api/*"},
-			Inference: []string{"/v1/*", "/compat/v1/*"}, Formats: []string{"chat"}, Upstreams: []string{"127.0.0.1:8000"}},
+			Inference: []string{"/v1/*", "/compat/v1/*", "/gemini/*"}, Formats: []string{"chat"}, Upstreams: []string{"127.0.0.1:8000"}},
 		{Server: "srv2", BaseURL: "https://api.example.com", Inference: []string{"/v1/chat/completions"},
 			Formats: []string{"messages"}, Upstreams: []string{"10.0.0.5:8000"}},
 	}
@@ -73,9 +73,10 @@ func TestDescribeServers(t *testing.T) {
 	for _, part := range []string{
 		"Timeblock at http://localhost:8080:",
 		"account API on /api /api/*",
-		"inference on /v1/* /compat/v1/*",
+		"inference on /v1/* /compat/v1/* /gemini/*",
 		"OpenAI-style base URL http://localhost:8080/v1",
 		"messages-style base URL http://localhost:8080/compat",
+		"Gemini API base URL http://localhost:8080/gemini",
 		"to a chat upstream at 127.0.0.1:8000",
 		"llama-70b (meta-llama/Llama-3.3-70B-Instruct)",
 		"later (m-later, funding: taking pledges)",

@@ -151,8 +151,9 @@ func TestQuickStartWalkthrough(t *testing.T) {
 	// (The harness binds every site to 127.0.0.1, hence that base URL.)
 	logs := logMessages(c.Logs())
 	for _, want := range []string{
-		fmt.Sprintf("Timeblock at http://127.0.0.1:%d: account API on /api /api/*; account page at http://127.0.0.1:%[1]d/account/ (sign in there); inference on /v1/* /compat/v1/* "+
-			"(OpenAI-style base URL http://127.0.0.1:%[1]d/v1, messages-style base URL http://127.0.0.1:%[1]d/compat) "+
+		fmt.Sprintf("Timeblock at http://127.0.0.1:%d: account API on /api /api/*; account page at http://127.0.0.1:%[1]d/account/ (sign in there); inference on /v1/* /compat/v1/* /gemini/* "+
+			"(OpenAI-style base URL http://127.0.0.1:%[1]d/v1, messages-style base URL http://127.0.0.1:%[1]d/compat, "+
+			"Gemini API base URL http://127.0.0.1:%[1]d/gemini) "+
 			"to a chat upstream at 127.0.0.1:%d; pools: llama-70b (meta-llama/Llama-3.3-70B-Instruct), "+
 			"qwen3-32b (Qwen/Qwen3-32B), deepseek-r1 (deepseek-ai/DeepSeek-R1), "+
 			"kimi-k2 (moonshotai/Kimi-K2-Instruct, funding: taking pledges)", c.HTTP, c.Upstream),
