@@ -6,7 +6,10 @@ package translate
 // function responses and a user message for the rest, and the ids that
 // pair each response with its call.
 
-import "strconv"
+import (
+	"strconv"
+	"sync"
+)
 
 // appendGeminiSystem writes systemInstruction, a Content of text parts (or,
 // leniently, a string), as the system message.
@@ -192,6 +195,33 @@ type contentsWriter struct {
 	turns bool             // a user or assistant message was written
 }
 
+// contentsScratch keeps a request's parts and calls from one request to the
+// next, so that reading a conversation allocates nothing for them. (Arrays
+// on the stack escape: the writer's methods append to them.)
+type contentsScratch struct {
+	parts []geminiPart
+	calls []geminiPastCall
+}
+
+var contentsPool = sync.Pool{New: func() any {
+	return &contentsScratch{parts: make([]geminiPart, 0, 16), calls: make([]geminiPastCall, 0, 8)}
+}}
+
+// maxPooledParts bounds what the pool keeps of an unusually long content.
+const maxPooledParts = 1024
+
+// put returns the scratch to the pool with the slices as they grew,
+// cleared: they point into the request's body, which must not be kept.
+func (sc *contentsScratch) put(parts []geminiPart, calls []geminiPastCall) {
+	if cap(parts) > maxPooledParts || cap(calls) > maxPooledParts {
+		return
+	}
+	clear(parts[:cap(parts)])
+	clear(calls[:cap(calls)])
+	sc.parts, sc.calls = parts[:0], calls[:0]
+	contentsPool.Put(sc)
+}
+
 // appendGeminiContents writes the contents array.
 func appendGeminiContents(dst []byte, contents string) ([]byte, *Error) {
 	if isNull(contents) {
@@ -201,10 +231,9 @@ func appendGeminiContents(dst []byte, contents string) ([]byte, *Error) {
 	if !c.arr() {
 		return dst, badRequest("contents: must be an array of Content objects {role, parts}")
 	}
-	// A conversation's parts and calls stay on the stack while they are few.
-	var partBuf [16]geminiPart
-	var callBuf [8]geminiPastCall
-	w := contentsWriter{dst: dst, parts: partBuf[:0], calls: callBuf[:0]}
+	sc := contentsPool.Get().(*contentsScratch)
+	w := contentsWriter{dst: dst, parts: sc.parts[:0], calls: sc.calls[:0]}
+	defer func() { sc.put(w.parts, w.calls) }() // as they grew
 	cl := loc{name: "contents"}
 	i := 0
 	for ; c.more(); i++ {

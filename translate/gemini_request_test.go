@@ -578,3 +578,23 @@ func TestGeminiFieldRules(t *testing.T) {
 		t.Fatal("no Gemini rows")
 	}
 }
+
+// A Gemini request the gate has checked is translated without an
+// allocation into a buffer large enough (the parts and calls a conversation
+// is read into come from a pool).
+func TestGeminiRequestAllocs(t *testing.T) {
+	body := []byte(`{"systemInstruction":{"parts":[{"text":"be brief"}]},"contents":[{"role":"user","parts":[{"text":"weather?"}]},` +
+		`{"role":"model","parts":[{"functionCall":{"name":"get_weather","args":{"city":"Paris"}}}]},` +
+		`{"role":"user","parts":[{"functionResponse":{"name":"get_weather","response":{"output":"sunny"}}}]}],` +
+		`"tools":[{"functionDeclarations":[{"name":"get_weather","parameters":{"type":"OBJECT","properties":{"city":{"type":"STRING"}}}}]}],` +
+		`"generationConfig":{"maxOutputTokens":256,"temperature":0.7}}`)
+	for _, up := range bothUpstreams {
+		cfg := Config{Upstream: up}
+		buf := make([]byte, 0, 8192)
+		if n := testing.AllocsPerRun(100, func() {
+			buf, _, _ = TranslateCallRequest(Gemini, Call{Model: "m"}, body, &cfg, buf[:0], true)
+		}); n != 0 {
+			t.Errorf("to %s: %v allocations per request", up, n)
+		}
+	}
+}

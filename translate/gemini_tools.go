@@ -298,9 +298,29 @@ func appendGeminiFunction(dst []byte, d string, p *loc, gc *geminiChoice) ([]byt
 // numbers (the proto's int64s may come as strings). Members it does not know
 // pass as they are, so that a JSON schema sent as parameters survives.
 func appendGeminiSchema(dst []byte, v string, p *loc) ([]byte, *Error) {
+	dst, se := appendSchema(dst, v)
+	if se != nil {
+		return dst, p.bad(se.at + se.msg)
+	}
+	return dst, nil
+}
+
+// schemaFault is what is wrong inside a schema, and where, relative to it
+// (".properties.city.type"). A schema is converted recursively; a loc chain
+// through the recursion would escape to the heap at every level, so the
+// path is only spelled out, on the way back up, when there is a fault.
+type schemaFault struct{ at, msg string }
+
+// within puts the fault under the member or element sub of the schema.
+func (f *schemaFault) within(sub string) *schemaFault {
+	f.at = sub + f.at
+	return f
+}
+
+func appendSchema(dst []byte, v string) ([]byte, *schemaFault) {
 	it, ok := objIter(v)
 	if !ok {
-		return dst, p.bad(": must be an object (a Schema)")
+		return dst, &schemaFault{msg: ": must be an object (a Schema)"}
 	}
 	var typ string
 	nullable := false
@@ -343,7 +363,7 @@ func appendGeminiSchema(dst []byte, v string, p *loc) ([]byte, *Error) {
 			break
 		}
 		name := geminiKey(k)
-		var err *Error
+		var err *schemaFault
 		switch name {
 		case "type", "nullable", "propertyOrdering", "example":
 		case "format":
@@ -353,10 +373,9 @@ func appendGeminiSchema(dst []byte, v string, p *loc) ([]byte, *Error) {
 		case "properties":
 			pi, ok := objIter(val)
 			if !ok {
-				return dst, p.bad(".properties: must be an object of schemas")
+				return dst, &schemaFault{at: ".properties", msg: ": must be an object of schemas"}
 			}
 			dst = append(dst, `,"properties":{`...)
-			pl := p.member("properties")
 			first := true
 			for {
 				pk, pv, ok := pi.next()
@@ -370,33 +389,31 @@ func appendGeminiSchema(dst []byte, v string, p *loc) ([]byte, *Error) {
 				dst = append(dst, '"')
 				dst = append(dst, pk...)
 				dst = append(dst, `":`...)
-				at := pl.member(pk)
-				if dst, err = appendGeminiSchema(dst, pv, &at); err != nil {
-					return dst, err
+				if dst, err = appendSchema(dst, pv); err != nil {
+					return dst, err.within(".properties." + pk)
 				}
 			}
 			dst = append(dst, '}')
 		case "items":
 			dst = key(dst, "items")
-			at := p.member("items")
-			dst, err = appendGeminiSchema(dst, val, &at)
+			if dst, err = appendSchema(dst, val); err != nil {
+				err = err.within(".items")
+			}
 		case "anyOf":
 			ai, ok := arrIter(val)
 			if !ok {
-				return dst, p.bad(".anyOf: must be an array of schemas")
+				return dst, &schemaFault{at: ".anyOf", msg: ": must be an array of schemas"}
 			}
 			dst = key(dst, "anyOf")
 			dst = append(dst, '[')
-			al := p.member("anyOf")
 			for j := 0; ; j++ {
 				s, ok := ai.elem()
 				if !ok {
 					break
 				}
 				dst = sep(dst)
-				at := al.elem(j)
-				if dst, err = appendGeminiSchema(dst, s, &at); err != nil {
-					return dst, err
+				if dst, err = appendSchema(dst, s); err != nil {
+					return dst, err.within(".anyOf." + strconv.Itoa(j))
 				}
 			}
 			if nullable && !isStr(typ) {

@@ -105,7 +105,7 @@ const caddyfile = `{
 	handle /api/* {
 		timeblock_accounts
 	}
-	@inference path /v1/chat/completions /compat/v1/messages /v1/responses
+	@inference path /v1/chat/completions /compat/v1/messages /v1/responses /gemini/*
 	handle @inference {
 		timeblock_gate {
 			lane_wait 30s

@@ -61,11 +61,15 @@ const (
 		`"input":[{"role":"user","content":"Write a haiku about load balancers."}],"max_output_tokens":256,"temperature":0.7}`
 	responsesStreamBody = `{"model":"` + benchModel + `","instructions":"You are a concise assistant.",` +
 		`"input":[{"role":"user","content":"Write a haiku about load balancers."}],"max_output_tokens":256,"temperature":0.7,"stream":true}`
+	// The Gemini API names the model and streaming in the path: one body.
+	geminiBody = `{"systemInstruction":{"parts":[{"text":"You are a concise assistant."}]},` +
+		`"contents":[{"role":"user","parts":[{"text":"Write a haiku about load balancers."}]}],` +
+		`"generationConfig":{"maxOutputTokens":256,"temperature":0.7}}`
 )
 
 // bodies are the request bodies of a run.
 type bodies struct {
-	chat, chatStream, messages, messagesStream, responses, responsesStream []byte
+	chat, chatStream, messages, messagesStream, responses, responsesStream, gemini []byte
 }
 
 // makeBodies returns the small bodies, or with history > 0 the same requests
@@ -74,17 +78,18 @@ type bodies struct {
 func makeBodies(history int) bodies {
 	if history <= 0 {
 		return bodies{[]byte(chatBody), []byte(chatStreamBody), []byte(messagesBody), []byte(messagesStreamBody),
-			[]byte(responsesBody), []byte(responsesStreamBody)}
+			[]byte(responsesBody), []byte(responsesStreamBody), []byte(geminiBody)}
 	}
 	const para = "The build failed because the linker could not find the symbol init_module; " +
 		"check the Makefile and the include paths, then run make again with V=1 to see the full command line. "
-	var turns strings.Builder
+	var turns, geminiTurns strings.Builder
 	for i := 0; turns.Len() < history; i++ {
-		role := "user"
+		role, geminiRole := "user", "user"
 		if i%2 == 1 {
-			role = "assistant"
+			role, geminiRole = "assistant", "model"
 		}
 		fmt.Fprintf(&turns, `{"role":%q,"content":%q},`, role, strings.Repeat(para, 3))
+		fmt.Fprintf(&geminiTurns, `{"role":%q,"parts":[{"text":%q}]},`, geminiRole, strings.Repeat(para, 3))
 	}
 	// Each body's messages array opens with the system turn (chat) or the
 	// first user turn (messages); the history goes right after "messages":[.
@@ -97,6 +102,7 @@ func makeBodies(history int) bodies {
 		with(chatBody, chatAfter), with(chatStreamBody, chatAfter),
 		with(messagesBody, `"messages":[`), with(messagesStreamBody, `"messages":[`),
 		with(responsesBody, `"input":[`), with(responsesStreamBody, `"input":[`),
+		[]byte(strings.Replace(geminiBody, `"contents":[`, `"contents":[`+geminiTurns.String(), 1)),
 	}
 }
 
@@ -134,6 +140,10 @@ func chatHeader(key string) http.Header {
 	return h
 }
 
+func geminiHeader(key string) http.Header {
+	return http.Header{"Content-Type": {"application/json"}, "X-Goog-Api-Key": {key}}
+}
+
 func messagesHeader(key string) http.Header {
 	return http.Header{"Content-Type": {"application/json"}, "X-Api-Key": {key}, "Anthropic-Version": {"2023-06-01"}}
 }
@@ -162,6 +172,15 @@ func variants(up *upstream, c *caddyProc, k *keys, b bodies) []*variant {
 				header: chatHeader(key.key), stream: true, base: vProxyStream, caddy: true, target: true, check: checkResponsesStream(up.chunks)},
 		)
 	}
+	// The Gemini API, with one key: its answers are written by the same
+	// pivot as the Responses API's.
+	geminiPath := "/gemini/v1beta/models/" + benchModel
+	vs = append(vs,
+		&variant{name: "gate gemini→chat (key)", url: c.gateURL + geminiPath + ":generateContent", body: b.gemini,
+			header: geminiHeader(k.single), base: vProxy, caddy: true, target: true, check: checkGemini},
+		&variant{name: "gate gemini→chat stream (key)", url: c.gateURL + geminiPath + ":streamGenerateContent?alt=sse", body: b.gemini,
+			header: geminiHeader(k.single), stream: true, base: vProxyStream, caddy: true, target: true, check: checkGeminiStream(up.chunks)},
+	)
 	// Long streams, for the cost of a chunk alone. One key is enough: the
 	// key is handled once per request, not per chunk.
 	longChunks := up.chunks * longFactor
@@ -173,6 +192,8 @@ func variants(up *upstream, c *caddyProc, k *keys, b bodies) []*variant {
 			vs = append(vs, long(v, vProxyLong, checkMessagesStream(longChunks)))
 		case "gate responses→chat stream (key)":
 			vs = append(vs, long(v, vProxyLong, checkResponsesStream(longChunks)))
+		case "gate gemini→chat stream (key)":
+			vs = append(vs, long(v, vProxyLong, checkGeminiStream(longChunks)))
 		}
 	}
 	// The gate alone, for telling its cost from the translator's.
@@ -226,6 +247,22 @@ func checkResponsesStream(chunks int) func([]byte) error {
 	return func(b []byte) error {
 		if n := bytes.Count(b, []byte("event: response.output_text.delta\n")); n != chunks || !bytes.Contains(b, []byte("event: response.completed\n")) {
 			return fmt.Errorf("Responses stream with %d text deltas (want %d) or no response.completed: %.300s", n, chunks, b)
+		}
+		return nil
+	}
+}
+
+func checkGemini(b []byte) error {
+	if gjson.GetBytes(b, "candidates.0.finishReason").Str != "STOP" || gjson.GetBytes(b, "candidates.0.content.parts.0.text").Str == "" {
+		return fmt.Errorf("not a finished Gemini answer: %.300s", b)
+	}
+	return nil
+}
+
+func checkGeminiStream(chunks int) func([]byte) error {
+	return func(b []byte) error {
+		if n := bytes.Count(b, []byte(`"parts":[{"text":"`)); n < chunks || !bytes.Contains(b, []byte(`"finishReason":"STOP"`)) {
+			return fmt.Errorf("Gemini stream with %d text events (want %d) or no finishReason: %.300s", n, chunks, b)
 		}
 		return nil
 	}

@@ -37,6 +37,7 @@ func TestQuickRun(t *testing.T) {
 		"chunk flushing", "slow streams", "target", "(issue 15)",
 		"gate responses→chat long stream (key)", "once per stream µs", "writes/req",
 		"reverse_proxy buffered stream", "+buffered",
+		"gate gemini→chat (key)", "gate gemini→chat long stream (key)",
 	} {
 		if !strings.Contains(report, want) {
 			t.Errorf("the report has no %q", want)
