@@ -61,6 +61,9 @@ func benchRequest(path, body string) *http.Request {
 }
 
 const (
+	benchGemini = `{"systemInstruction":{"parts":[{"text":"You are a concise assistant."}]},` +
+		`"contents":[{"role":"user","parts":[{"text":"Write a haiku about load balancers."}]}],` +
+		`"generationConfig":{"maxOutputTokens":256,"temperature":0.7}}`
 	benchChat = `{"model":"qwen3-32b","messages":[{"role":"system","content":"You are a concise assistant."},` +
 		`{"role":"user","content":"Write a haiku about load balancers."}],"max_tokens":256,"temperature":0.7}`
 	benchMessages = `{"model":"qwen3-32b","max_tokens":256,"system":"You are a concise assistant.",` +
@@ -131,6 +134,7 @@ func BenchmarkGateTranslate(b *testing.B) {
 		{"chat_to_chat_20k_history", chatPath, withHistory(benchChat, `"messages":[`)},
 		{"messages_to_chat_20k_history", messagesPath, withHistory(benchMessages, `"messages":[`)},
 		{"responses_to_chat_20k_history", responsesPath, withHistory(responses, `"input":[`)},
+		{"gemini_to_chat", "/gemini/v1beta/models/qwen3-32b:generateContent", benchGemini},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			w := &discardWriter{h: http.Header{}}

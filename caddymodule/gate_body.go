@@ -72,11 +72,12 @@ func readBody(r *http.Request, limit int64) (*sharedBody, error) {
 type inferenceFields struct {
 	model string
 	// maxTokens is the output limit, in the field the format names it
-	// (maxTokensName: translate's OutputLimitField).
-	maxTokens           gjson.Result
-	maxTokensName       string
-	maxCompletionTokens gjson.Result // chat's newer name for the same limit (MaxCompletionTokensField)
-	priority            bool         // the client sent a priority of its own
+	// (maxTokensName: translate's OutputLimitField), or in the member
+	// maxTokensInner of that field, where the format nests it.
+	maxTokens                     gjson.Result
+	maxTokensName, maxTokensInner string
+	maxCompletionTokens           gjson.Result // chat's newer name for the same limit (MaxCompletionTokensField)
+	priority                      bool         // the client sent a priority of its own
 }
 
 // scanInference checks that body is one JSON object with a model and reads
@@ -127,8 +128,8 @@ func scanInference(body []byte, format translate.Format, pathModel string) (infe
 			// A nested limit, found where the body keeps it (under either
 			// of the Gemini API's spellings).
 			if nested {
-				if path, raw, ok := format.OutputLimitIn(k, v); ok {
-					f.maxTokensName, f.maxTokens = path, gjson.Parse(raw)
+				if inner, raw, ok := format.OutputLimitIn(k, v); ok {
+					f.maxTokensName, f.maxTokensInner, f.maxTokens = k, inner, gjson.Parse(raw)
 				}
 			}
 		}
@@ -167,6 +168,9 @@ func rewriteBody(body []byte, f *inferenceFields, maxOut int, chat bool, boosts 
 		}{{f.maxTokensName, f.maxTokens}, {translate.MaxCompletionTokensField, f.maxCompletionTokens}} {
 			if field.v.Type != gjson.Number || field.v.Num <= float64(maxOut) {
 				continue
+			}
+			if field.name == f.maxTokensName && f.maxTokensInner != "" {
+				field.name += "." + f.maxTokensInner
 			}
 			if body, err = sjson.SetRawBytesOptions(body, field.name, strconv.AppendInt(nil, int64(maxOut), 10), opts); err != nil {
 				return nil, false, fmt.Errorf("clamping %s: %w", field.name, err)

@@ -446,3 +446,35 @@ func FuzzGeminiStream(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkGeminiStreamChunk(b *testing.B) {
+	for _, c := range responsesBenchCases {
+		b.Run(c.name, func(b *testing.B) {
+			s := primed(Gemini, c.up, c.chunk)
+			out := make([]byte, 0, 4096)
+			b.SetBytes(int64(len(c.chunk)))
+			b.ReportAllocs()
+			for b.Loop() {
+				out = s.Write(out[:0], c.chunk)
+			}
+			if s.Done() {
+				b.Fatal("the stream ended")
+			}
+		})
+	}
+}
+
+// Steady-state chunks allocate nothing (a call's arguments grow, amortised),
+// and a text chunk is an event of its own.
+func TestGeminiStreamChunkAllocs(t *testing.T) {
+	for _, c := range responsesBenchCases {
+		s := primed(Gemini, c.up, c.chunk)
+		out := make([]byte, 0, 4096)
+		if n := testing.AllocsPerRun(200, func() { out = s.Write(out[:0], c.chunk) }); n != 0 {
+			t.Errorf("%s: %v allocs per chunk", c.name, n)
+		}
+		if strings.HasSuffix(c.name, "/text") && !strings.Contains(string(out), `{"text":"`) {
+			t.Errorf("%s: no text part in %s", c.name, out)
+		}
+	}
+}

@@ -32,27 +32,32 @@ func (f Format) InputField() string {
 }
 
 // OutputLimitIn finds the output limit of a request in format f in its
-// top-level member k (its name unquoted, unescaped) whose raw value is v:
-// the gjson path it is at, as the body spells it, and its raw value. ok is
-// false when k does not hold it. The Gemini API nests it
-// (generationConfig.maxOutputTokens) and takes snake_case names as well.
-func (f Format) OutputLimitIn(k, v string) (path, raw string, ok bool) {
-	limit := f.OutputLimitField()
-	member, inner, nested := strings.Cut(limit, ".")
-	if f == Gemini {
-		if geminiKey(k) != member || !isObj(v) {
+// top-level member k (its name unquoted, unescaped) whose raw value is v,
+// and returns its raw value. ok is false when k does not hold it. The
+// Gemini API nests it (generationConfig.maxOutputTokens) and takes
+// snake_case names as well: then inner is the nested member's name as the
+// body spells it, and the limit's gjson path is k + "." + inner (left to
+// the caller to build, when it edits the limit); inner is "" when k itself
+// is the limit.
+func (f Format) OutputLimitIn(k, v string) (inner, raw string, ok bool) {
+	member, want, nested := strings.Cut(f.OutputLimitField(), ".")
+	if !nested {
+		if k != member {
 			return "", "", false
 		}
-		scanMembers(v, DefaultMaxDepth, func(name, val string) {
-			name = name[1 : len(name)-1]
-			if !ok && geminiKey(name) == inner {
-				path, raw, ok = k+"."+name, val, true
-			}
-		})
-		return path, raw, ok
+		return "", v, true
 	}
-	if k != member || nested {
+	if geminiKey(k) != member || !isObj(v) {
 		return "", "", false
 	}
-	return k, v, true
+	it, _ := objIter(v)
+	for {
+		name, val, more := it.next()
+		if !more {
+			return "", "", false
+		}
+		if geminiKey(name) == want {
+			return name, val, true
+		}
+	}
 }

@@ -173,13 +173,17 @@ func variants(up *upstream, c *caddyProc, k *keys, b bodies) []*variant {
 		)
 	}
 	// The Gemini API, with one key: its answers are written by the same
-	// pivot as the Responses API's.
+	// pivot as the Responses API's. Its stream is not held to issue 6's
+	// first byte: a Gemini stream has no event before the first content
+	// (the role chunk writes none, as Google's stream has none), so its
+	// first byte waits for the model's first token, after the upstream's
+	// 1 ms pause here.
 	geminiPath := "/gemini/v1beta/models/" + benchModel
 	vs = append(vs,
 		&variant{name: "gate gemini→chat (key)", url: c.gateURL + geminiPath + ":generateContent", body: b.gemini,
 			header: geminiHeader(k.single), base: vProxy, caddy: true, target: true, check: checkGemini},
 		&variant{name: "gate gemini→chat stream (key)", url: c.gateURL + geminiPath + ":streamGenerateContent?alt=sse", body: b.gemini,
-			header: geminiHeader(k.single), stream: true, base: vProxyStream, caddy: true, target: true, check: checkGeminiStream(up.chunks)},
+			header: geminiHeader(k.single), stream: true, base: vProxyStream, caddy: true, check: checkGeminiStream(up.chunks)},
 	)
 	// Long streams, for the cost of a chunk alone. One key is enough: the
 	// key is handled once per request, not per chunk.
