@@ -1,10 +1,10 @@
 package translate
 
-// The Responses event stream. A Responses client's Stream runs an inner
-// Stream that turns the upstream's events into chat completion chunks
-// (messages → chat, or the chat pass-through that normalises reasoning and
-// tool calls), and writes those chunks as Responses events, in the order
-// the official SDKs and Codex expect:
+// The Responses event stream: the Responses codec's chat sink (pivot.go).
+// The pivot's inner Stream turns the upstream's events into chat completion
+// chunks (messages → chat, or the chat pass-through that normalises
+// reasoning and tool calls), and respStream writes those chunks as
+// Responses events, in the order the official SDKs and Codex expect:
 //
 //	response.created, response.in_progress,
 //	per output item: response.output_item.added, then
@@ -275,7 +275,7 @@ func (s *Stream) respAdded(i int) {
 	s.rEnd()
 }
 
-// respClose writes the events that close item i.
+// respCloseItem writes the events that close item i.
 func (s *Stream) respCloseItem(i int, status string) {
 	x := s.rx
 	it := &x.items[i]
