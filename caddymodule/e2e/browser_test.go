@@ -514,6 +514,9 @@ func TestBrowserBuyerJourney(t *testing.T) {
 	if s := ada.text("#snippet-genai-py"); !strings.Contains(s, `"base_url": "`+site+`/gemini"`) || !strings.Contains(s, key) {
 		t.Errorf("the Gen AI SDK snippet:\n%s", s)
 	}
+	// Gemini CLI's two snippets, as a buyer scrolls to them.
+	ada.js(`document.querySelector('#snippet-gemini-settings').scrollIntoView({block: 'center'})`, nil)
+	ada.screenshot("connect-gemini")
 
 	// Sign out: the server ends the session, the page shows the form.
 	ada.click("#sign-out")
