@@ -126,6 +126,8 @@ func TestGateGeminiRefusals(t *testing.T) {
 			404, "NOT_FOUND", `"gemini-2.5-pro" is not available`},
 		{"window closed", http.MethodPost, "/gemini/v1beta/models/qwen3-32b:generateContent", tEvening, "header", geminiBody,
 			429, "RESOURCE_EXHAUSTED", ""},
+		{"past due", http.MethodPost, "/gemini/v1beta/models/qwen3-32b:generateContent", tPastDue, "header", geminiBody,
+			429, "RESOURCE_EXHAUSTED", ""},
 		{"not JSON", http.MethodPost, "/gemini/v1beta/models/qwen3-32b:generateContent", tKey, "query", `{"contents":`,
 			400, "INVALID_ARGUMENT", ""},
 		{"empty body", http.MethodPost, "/gemini/v1beta/models/qwen3-32b:generateContent", tKey, "query", ``,
@@ -143,8 +145,8 @@ func TestGateGeminiRefusals(t *testing.T) {
 				t.Errorf("%d %s", res.status, res.body)
 			}
 			// A closed window tells Gemini CLI when it opens (hours away:
-			// past the five minutes it would wait), so that it stops
-			// instead of retrying for minutes.
+			// past the five minutes it would wait), a past-due key a day,
+			// so that it stops instead of retrying for minutes.
 			if tc.status == http.StatusTooManyRequests {
 				d := e.Get(`details.#(@type=="type.googleapis.com/google.rpc.RetryInfo").retryDelay`).Str
 				secs, err := strconv.Atoi(strings.TrimSuffix(d, "s"))
