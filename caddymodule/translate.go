@@ -145,10 +145,12 @@ func (t *Translate) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	if isCountTokens(r.URL.Path) {
 		return t.serveCountTokens(w, r, next) // translate_count.go
 	}
-	if model, m, ok := translate.ParseGeminiPath(r.URL.Path); ok && m == translate.GeminiCount {
-		return t.serveGeminiCount(w, r, model) // translate_count.go
-	}
 	client := translate.FormatFromPath(r.URL.Path)
+	if client == translate.Unknown {
+		if model, m, ok := translate.ParseGeminiPath(r.URL.Path); ok && m == translate.GeminiCount {
+			return t.serveGeminiCount(w, r, model) // translate_count.go
+		}
+	}
 	if client == translate.Unknown || r.Method != http.MethodPost {
 		return next.ServeHTTP(w, r) // not an inference call
 	}
