@@ -105,8 +105,10 @@ func (a *Accounts) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp
 	}
 	limit := (&Gate{KeyFailuresPerMinute: a.KeyFailuresPerMinute}).keyFailureLimit()
 	var throttle *admission.FailureThrottle
-	if limit > 0 && a.app.shared != nil && a.app.shared.gate != nil {
-		throttle = a.app.shared.gate.guard.throttle
+	// The throttle is the gate's; it exists once the store is open, which
+	// every API request but the page waits for anyway.
+	if gs := a.app.shared.gate; limit > 0 && gs.wait(r.Context()) == nil {
+		throttle = gs.guard.throttle
 	}
 	if throttle == nil {
 		a.api.ServeHTTP(w, r)

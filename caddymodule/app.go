@@ -105,7 +105,10 @@ func (App) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision fills defaults and opens (or reuses) the store; Start writes the pools.
+// Provision fills defaults and builds the service on the store, which it
+// does not touch: Start opens the store (or reuses the running config's)
+// and writes the pools, so `caddy validate` neither locks a file nor
+// connects to a database.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.ctx = ctx
 	a.logger = ctx.Logger()
@@ -148,10 +151,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 
-	sh, err := loadShared(ctx, a.Store, a.logger)
-	if err != nil {
-		return err
-	}
+	sh := loadShared(a.Store)
 	a.shared = sh
 
 	var (
@@ -170,7 +170,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		notifier = accounts.SMTPNotifier{Addr: a.SMTP.Addr, From: a.SMTP.From, Username: a.SMTP.Username, Password: a.SMTP.Password,
 			Operator: a.SMTP.Operator, Logger: a.logger}
 	}
-	a.service, err = accounts.NewService(accounts.Config{
+	service, err := accounts.NewService(accounts.Config{
 		Store:          sh.gate.announcing(sh.store),
 		Secret:         a.Secret,
 		TermsVersion:   a.TermsVersion,
@@ -185,6 +185,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("timeblock: %w", err)
 	}
+	a.service = service
 	if err := sh.funding.register(ctx.GetMetricsRegistry(), a.service); err != nil {
 		return fmt.Errorf("timeblock: funding metrics: %w", err)
 	}
@@ -242,13 +243,15 @@ func (a *App) Validate() error {
 	return nil
 }
 
-// Start logs what each site serves (and warns about a placeholder secret),
-// then starts the subscription lifecycle worker. During a reload the old
-// and new configs' workers may overlap briefly; the store makes each period
-// end be handled exactly once, so that is harmless.
+// Start opens the store, writes the pools, logs what each site serves (and
+// warns about a placeholder secret), then starts the subscription lifecycle
+// worker. During a reload the old and new configs' workers may overlap
+// briefly; the store makes each period end be handled exactly once, so that
+// is harmless.
 func (a *App) Start() error {
-	// The pools are written here rather than in Provision, so that `caddy
-	// validate` (which provisions) writes nothing to the store.
+	if err := a.shared.open(a.ctx, a.logger); err != nil {
+		return err
+	}
 	upsertCtx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
 	err := a.upsertPools(upsertCtx)
 	cancel()
@@ -296,9 +299,6 @@ func (a *App) Cleanup() error {
 	a.shared = nil
 	return err
 }
-
-// AccountStore returns the store this app uses.
-func (a *App) AccountStore() accounts.Store { return a.shared.store }
 
 // upsertPools writes the configured pools to the store and logs what a
 // reload changed. Existing subscriptions are never touched: only the pool

@@ -116,7 +116,7 @@ func (g *Gate) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("timeblock_gate needs the timeblock app: %w", err)
 	}
 	app := appModule.(*App)
-	if app.shared == nil || app.shared.gate == nil || app.Service() == nil {
+	if app.shared == nil || app.Service() == nil {
 		return errors.New("timeblock_gate: the timeblock app is not provisioned")
 	}
 	g.state = app.shared.gate
@@ -285,6 +285,13 @@ func (g *Gate) finishAdmitted(keyID, pool string, at, admittedAt time.Time, fb *
 // entitlement checks the request's credential and returns what it may do.
 // When it returns nil, the request has been answered (err is the write's).
 func (g *Gate) entitlement(w http.ResponseWriter, r *http.Request, ep gateEndpoint, format translate.Format, now time.Time) (*accounts.Entitlement, error) {
+	if err := g.state.wait(r.Context()); err != nil {
+		if r.Context().Err() != nil {
+			return nil, g.clientGone(w, nil)
+		}
+		return nil, g.reject(w, format, rejectKeyCheckFailed, http.StatusServiceUnavailable, "",
+			"the account store is not open, so the API key cannot be checked; retry in a moment", 1, nil)
+	}
 	guard := g.state.guard
 	addr := clientAddr(r)
 	if wait := guard.throttle.Check(addr, g.keyFailureLimit(), now); wait > 0 {

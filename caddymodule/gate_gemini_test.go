@@ -194,3 +194,24 @@ func TestGateGeminiModelList(t *testing.T) {
 		t.Errorf("a model not held: %d %s", res.status, res.body)
 	}
 }
+
+// A key whose lanes are all busy gets 429 RESOURCE_EXHAUSTED with a one
+// second RetryInfo, so Gemini CLI retries soon (a lane frees when a request
+// ends) rather than waiting its default backoff.
+func TestGateGeminiLanesFull(t *testing.T) {
+	f := newGateFixture(t, 0) // lane_wait 0: refuse at once
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	done := make(chan result, 1)
+	go func() { done <- f.do(t, chatPath, tKey, chatBody, blockingNext(started, release)) }()
+	<-started
+	res := f.doRequest(t, f.geminiRequest(http.MethodPost, "/gemini/v1beta/models/qwen3-32b:generateContent", tKey, "header", geminiBody), nil)
+	close(release)
+	<-done
+	e := gjson.Get(res.body, "error")
+	if res.status != http.StatusTooManyRequests || e.Get("status").Str != "RESOURCE_EXHAUSTED" || !strings.Contains(e.Get("message").Str, "lanes of this key") {
+		t.Fatalf("second request on a 1-lane key: %d %s", res.status, res.body)
+	}
+	if d := e.Get(`details.#(@type=="type.googleapis.com/google.rpc.RetryInfo").retryDelay`).Str; d != "1s" || res.header.Get("Retry-After") != "1" {
+		t.Errorf("retryDelay %q, Retry-After %q; want 1s and 1: %s", d, res.header.Get("Retry-After"), res.body)
+	}
+}

@@ -42,7 +42,6 @@ const (
 type keyGuard struct {
 	filter   *admission.KeyFilter // nil when the store cannot list hashes (unit tests)
 	throttle *admission.FailureThrottle
-	echoes   echoes
 	stop     chan struct{}
 	done     chan struct{}
 }
@@ -251,8 +250,9 @@ var (
 		"Client addresses the throttle tracks now.", nil, nil)
 )
 
-// keyGuardCollector reads the guard's counts at scrape time.
-type keyGuardCollector struct{ kg *keyGuard }
+// keyGuardCollector reads the guard's counts at scrape time, once the state
+// is open.
+type keyGuardCollector struct{ s *gateState }
 
 func (c keyGuardCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- keyFilterRejectsDesc
@@ -266,9 +266,13 @@ func (c keyGuardCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c keyGuardCollector) Collect(ch chan<- prometheus.Metric) {
+	if !c.s.opened.Load() {
+		return
+	}
+	kg := c.s.guard
 	var fs admission.FilterStats
-	if c.kg.filter != nil {
-		fs = c.kg.filter.Stats()
+	if kg.filter != nil {
+		fs = kg.filter.Stats()
 	}
 	ready := 0.0
 	if fs.Ready {
@@ -279,7 +283,7 @@ func (c keyGuardCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(keyFilterKeysDesc, prometheus.GaugeValue, float64(fs.Keys))
 	ch <- prometheus.MustNewConstMetric(keyFilterReadyDesc, prometheus.GaugeValue, ready)
 	ch <- prometheus.MustNewConstMetric(keyFilterReadErrorsDesc, prometheus.CounterValue, float64(fs.ReadErrors))
-	ts := c.kg.throttle.Stats()
+	ts := kg.throttle.Stats()
 	ch <- prometheus.MustNewConstMetric(throttledDesc, prometheus.CounterValue, float64(ts.Throttled))
 	ch <- prometheus.MustNewConstMetric(keyFailuresDesc, prometheus.CounterValue, float64(ts.Failures))
 	ch <- prometheus.MustNewConstMetric(throttleAddressesDesc, prometheus.GaugeValue, float64(ts.Addresses))

@@ -277,8 +277,11 @@ func (g *Gate) serveKeyLanes(w http.ResponseWriter, r *http.Request, format tran
 func (s *gateState) serveAccountLanes(unloaded <-chan struct{}, logger *zap.Logger) api.KeyLanesFunc {
 	return func(w http.ResponseWriter, r *http.Request, keyID string, status api.KeyStatusFunc) error {
 		ctx := r.Context()
-		st, pools, err := status(ctx)
+		st, pools, err := status(ctx) // it reads the store, which is open once the state is
 		if err != nil {
+			return err
+		}
+		if err := s.wait(ctx); err != nil {
 			return err
 		}
 		ls, first, err := s.openLaneStream(ctx, keyID, st.Lanes, pools)

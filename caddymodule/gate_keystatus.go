@@ -75,6 +75,9 @@ func lanePools(ent *accounts.Entitlement) []string {
 // node, and on the others when the lanes are shared (store postgres). The
 // account API's key status uses it too (api.Options.LanesInUse).
 func (s *gateState) lanesInUse(ctx context.Context, keyID string, pools []string) (int, error) {
+	if err := s.wait(ctx); err != nil {
+		return 0, err
+	}
 	keys := make([]admission.LaneKey, len(pools))
 	for i, p := range pools {
 		keys[i] = admission.LaneKey{KeyID: keyID, PoolID: p}

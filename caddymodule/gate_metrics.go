@@ -4,8 +4,6 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/timeblock/timeblock/accounts/admission"
 )
 
 // rejectReason labels timeblock_gate_rejections_total.
@@ -85,7 +83,7 @@ type gateMetrics struct {
 	collectors  []prometheus.Collector
 }
 
-func newGateMetrics(lanes *admission.Registry, cache *admission.Cache) *gateMetrics {
+func newGateMetrics(s *gateState) *gateMetrics {
 	const ns, sub = "timeblock", "gate"
 	m := &gateMetrics{
 		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -116,7 +114,7 @@ func newGateMetrics(lanes *admission.Registry, cache *admission.Cache) *gateMetr
 	for e := range numLanelessEndpoints {
 		m.laneless[e] = laneless.WithLabelValues(lanelessNames[e])
 	}
-	m.collectors = []prometheus.Collector{m.admissions, m.laneSeconds, rejections, laneless, m.laneWait, &gateCollector{lanes: lanes, cache: cache}}
+	m.collectors = []prometheus.Collector{m.admissions, m.laneSeconds, rejections, laneless, m.laneWait, gateCollector{s}, keyGuardCollector{s}}
 	return m
 }
 
@@ -135,11 +133,9 @@ func (m *gateMetrics) register(reg prometheus.Registerer) error {
 }
 
 // gateCollector reads what the lane registry and the cache already count,
-// at scrape time, so the request path pays nothing for these series.
-type gateCollector struct {
-	lanes *admission.Registry
-	cache *admission.Cache
-}
+// at scrape time, so the request path pays nothing for these series. Until
+// the state is open there is nothing to read.
+type gateCollector struct{ s *gateState }
 
 var (
 	lanesInUseDesc = prometheus.NewDesc("timeblock_gate_lanes_in_use",
@@ -155,7 +151,7 @@ var (
 		"Entitlement loads that failed for a reason other than an unknown key.", nil, nil)
 )
 
-func (c *gateCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c gateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- lanesInUseDesc
 	ch <- cacheLookupsDesc
 	ch <- cacheLoadsDesc
@@ -163,11 +159,14 @@ func (c *gateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- cacheLoadErrorsDesc
 }
 
-func (c *gateCollector) Collect(ch chan<- prometheus.Metric) {
-	for pool, n := range c.lanes.InUseByPool() {
+func (c gateCollector) Collect(ch chan<- prometheus.Metric) {
+	if !c.s.opened.Load() {
+		return
+	}
+	for pool, n := range c.s.lanes.InUseByPool() {
 		ch <- prometheus.MustNewConstMetric(lanesInUseDesc, prometheus.GaugeValue, float64(n), pool)
 	}
-	s := c.cache.Stats()
+	s := c.s.cache.Stats()
 	ch <- prometheus.MustNewConstMetric(cacheLookupsDesc, prometheus.CounterValue, float64(s.Hits), "hit")
 	ch <- prometheus.MustNewConstMetric(cacheLookupsDesc, prometheus.CounterValue, float64(s.NegativeHits), "negative_hit")
 	ch <- prometheus.MustNewConstMetric(cacheLookupsDesc, prometheus.CounterValue, float64(s.Misses), "miss")

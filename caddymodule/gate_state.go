@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -17,15 +18,28 @@ import (
 // long as the store (across config reloads), so cached entitlements, lane
 // counts and pending last-use times carry over, and a request admitted under
 // the old config releases its lane to the registry the new config admits from.
+//
+// It is built in two steps, because Provision must not touch the store
+// (`caddy validate` provisions): pendingGateState makes what needs no store,
+// and open, at the app's Start, the rest. Caddy starts its apps in no fixed
+// order, so a request may reach a gate before then; wait holds it until open.
 type gateState struct {
+	metrics *gateMetrics
+	windows *windowCache // the window of each key's lanes, for the standing headers
+	watch   *laneWatch   // the streams of GET /v1/key/lanes
+	echoes  echoes       // this node's invalidations the account service waits to hear back
+
+	// opened is set, and ready closed, once open has filled in the fields
+	// below; ready is closed with openErr set when opening failed.
+	opened  atomic.Bool
+	ready   chan struct{}
+	openErr error
+
 	cache    *admission.Cache
 	lanes    *admission.Registry
 	lastUsed *admission.Batcher
 	usage    *admission.UsageMeter // usage per key per hour, written every usageInterval
-	metrics  *gateMetrics
-	guard    *keyGuard    // filter of live keys, throttle of failed checks
-	windows  *windowCache // the window of each key's lanes, for the standing headers
-	watch    *laneWatch   // the streams of GET /v1/key/lanes
+	guard    *keyGuard             // filter of live keys, throttle of failed checks
 
 	stopInvalidation func()
 	stop, done       chan struct{}
@@ -67,12 +81,47 @@ func usageWriter(store gateStore) admission.UsageWriter {
 	return func(context.Context, []accounts.KeyUsage) error { return nil }
 }
 
+// pendingGateState makes the part of a gate state that needs no store.
+func pendingGateState() *gateState {
+	s := &gateState{windows: newWindowCache(), watch: newLaneWatch(), ready: make(chan struct{})}
+	s.metrics = newGateMetrics(s)
+	return s
+}
+
+// newGateState makes a gate state on an open store.
 func newGateState(store gateStore, logger *zap.Logger) (*gateState, error) {
+	s := pendingGateState()
+	if err := s.open(store, logger); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// open builds what the gate needs the store for (the filter of live keys
+// reads it, the cluster lanes join it) and starts the background work. It
+// is called once; a failure is what every waiter gets.
+func (s *gateState) open(store gateStore, logger *zap.Logger) error {
+	err := s.build(store, logger)
+	s.settle(err)
+	return err
+}
+
+// settle ends the wait for open: the state is open, or err says why not.
+func (s *gateState) settle(err error) {
+	if err != nil {
+		s.openErr = err
+	} else {
+		s.opened.Store(true)
+	}
+	close(s.ready)
+}
+
+func (s *gateState) build(store gateStore, logger *zap.Logger) error {
 	guard := newKeyGuard(store, logger)
 	cache, err := admission.NewCache(admission.CacheConfig{Filter: guard.filter})
 	if err != nil {
 		guard.close()
-		return nil, fmt.Errorf("timeblock: %w", err)
+		return fmt.Errorf("timeblock: %w", err)
 	}
 	lanes := admission.NewRegistry()
 	var laneCoord *postgres.LaneCoordinator
@@ -83,37 +132,51 @@ func newGateState(store gateStore, logger *zap.Logger) (*gateState, error) {
 		if err != nil {
 			cache.Close()
 			guard.close()
-			return nil, fmt.Errorf("timeblock: cluster lanes: %w", err)
+			return fmt.Errorf("timeblock: cluster lanes: %w", err)
 		}
 		lanes = admission.NewClusterRegistry(admission.ClusterConfig{Coordinator: laneCoord})
 	}
-	s := &gateState{
-		cache:     cache,
-		lanes:     lanes,
-		lastUsed:  admission.NewBatcher(store, lastUsedInterval, logger.Named("last_used")),
-		usage:     admission.NewUsageMeter(usageWriter(store), usageInterval, logger.Named("key_usage")),
-		windows:   newWindowCache(),
-		watch:     newLaneWatch(),
-		stop:      make(chan struct{}),
-		done:      make(chan struct{}),
-		laneCoord: laneCoord,
-	}
 	s.guard = guard
-	s.metrics = newGateMetrics(s.lanes, s.cache)
-	s.metrics.collectors = append(s.metrics.collectors, keyGuardCollector{guard})
+	s.cache = cache
+	s.lanes = lanes
+	s.laneCoord = laneCoord
+	s.lastUsed = admission.NewBatcher(store, lastUsedInterval, logger.Named("last_used"))
+	s.usage = admission.NewUsageMeter(usageWriter(store), usageInterval, logger.Named("key_usage"))
+	s.stop = make(chan struct{})
+	s.done = make(chan struct{})
 	// Every node hears every invalidation (its own included), so a change to
 	// a user's keys takes effect on the next request here and, through the
 	// store's notifications, on the other nodes. The account service of this
 	// node also tells this state directly (announcing), before it answers.
 	s.stopInvalidation = store.OnInvalidation(s.heard)
 	go s.sweep()
-	return s, nil
+	return nil
+}
+
+// wait returns once the state is open (at once, on the request path, after
+// the app has started), or with why it will not be.
+func (s *gateState) wait(ctx context.Context) error {
+	if s.opened.Load() {
+		return nil
+	}
+	select {
+	case <-s.ready:
+		if s.openErr != nil {
+			return s.openErr
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // invalidate makes the user's cached entitlements stale and has the filter
 // of live keys read the user's hashes again (everything for
 // accounts.InvalidateAll).
 func (s *gateState) invalidate(userID string) {
+	if !s.opened.Load() {
+		return // nothing is cached yet
+	}
 	s.cache.InvalidateUser(userID)
 	s.guard.invalidate(userID)
 }
@@ -122,7 +185,7 @@ func (s *gateState) invalidate(userID string) {
 // service of this node if it waits for this echo of its own invalidation.
 func (s *gateState) heard(userID string) {
 	s.invalidate(userID)
-	s.guard.echoes.heard(userID)
+	s.echoes.heard(userID)
 }
 
 // announcing wraps the store the account service writes through, so that
@@ -130,7 +193,7 @@ func (s *gateState) heard(userID string) {
 // and it returns once the store has delivered them back (see
 // announcingStore).
 func (s *gateState) announcing(st accounts.Store) accounts.Store {
-	return announcingStore{Store: st, local: s.invalidate, echoes: &s.guard.echoes}
+	return announcingStore{Store: st, local: s.invalidate, echoes: &s.echoes}
 }
 
 // sweep forgets lane groups of keys that have gone quiet.
@@ -151,6 +214,9 @@ func (s *gateState) sweep() {
 // close stops the background work and writes the last-use times and the
 // usage still pending; the store must still be open.
 func (s *gateState) close() error {
+	if !s.opened.Load() {
+		return nil
+	}
 	s.stopInvalidation()
 	close(s.stop)
 	<-s.done

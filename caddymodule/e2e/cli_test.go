@@ -102,3 +102,50 @@ func TestAdapt(t *testing.T) {
 		})
 	}
 }
+
+// `caddy validate` provisions a config without starting it, so it must
+// neither take the embedded store's lock (the running Caddy holds it) nor
+// connect to PostgreSQL, nor create a store file.
+func TestValidateTouchesNoStore(t *testing.T) {
+	const site = `{
+	timeblock {
+		secret 0123456789abcdef0123
+		%s
+		pool p {
+			model m
+			slots 1
+			block europe 10
+		}
+	}
+}
+:{{.HTTP}} {
+	timeblock_gate
+	reverse_proxy 127.0.0.1:{{.Upstream}}
+}
+`
+	c := e2e.Start(t, strings.Replace(site, "%s", "store embedded {{.Dir}}/timeblock.db", 1))
+	running := filepath.Join(c.Dir, "Caddyfile")
+	if out, err := e2e.CLI(t, "validate", "--config", running, "--adapter", "caddyfile"); err != nil {
+		t.Errorf("caddy validate of the running config (its store file locked): %v\n%s", err, out)
+	}
+
+	dir := t.TempDir()
+	for name, store := range map[string]string{
+		"embedded, no file yet": "store embedded " + filepath.Join(dir, "new", "timeblock.db"),
+		"postgres, no server":   "store postgres postgres://timeblock@127.0.0.1:1/nothing?connect_timeout=1",
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".Caddyfile")
+			cf := strings.NewReplacer("%s", store, "{{.Upstream}}", "9", "{{.HTTP}}", "0").Replace(site)
+			if err := os.WriteFile(path, []byte(cf), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := e2e.CLI(t, "validate", "--config", path, "--adapter", "caddyfile"); err != nil {
+				t.Errorf("caddy validate: %v\n%s", err, out)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(dir, "new")); !os.IsNotExist(err) {
+		t.Errorf("caddy validate created the embedded store's directory (stat: %v)", err)
+	}
+}

@@ -42,7 +42,7 @@ import (
 // Start and Reload is a text/template over Ports and Dir: {{.HTTP}},
 // {{.HTTPS}}, {{.Upstream}}, {{.Admin}}, {{.Dir}}.
 type Ports struct {
-	HTTP     int // Caddy's http_port; the harness waits until it answers
+	HTTP     int // Caddy's http_port; the harness waits until it answers and Caddy has started
 	HTTPS    int // Caddy's https_port, so nothing tries 443
 	Upstream int // free for a second site, e.g. a simulated model server
 	Admin    int // the admin API
@@ -87,8 +87,9 @@ func WithStartTimeout(d time.Duration) Option {
 	return func(o *options) { o.startTimeout = d }
 }
 
-// Start runs caddy with the given Caddyfile template and waits until its
-// HTTP port answers. The harness adds these global options at the top of
+// Start runs caddy with the given Caddyfile template and waits until it has
+// started (it logs "serving initial configuration") and its HTTP port
+// answers. The harness adds these global options at the top of
 // the Caddyfile's global options block (or adds the block): admin on
 // 127.0.0.1:{{.Admin}}, http_port, https_port, auto_https off,
 // persist_config off, default_bind 127.0.0.1. Options the Caddyfile sets
@@ -271,6 +272,7 @@ func (c *Caddy) run(bin string) error {
 	cmd.Dir = c.Dir
 	cmd.Stdout = &c.logs
 	cmd.Stderr = &c.logs
+	logFrom := len(c.logs.String()) // a restart's log follows the last run's
 	setSysProcAttr(cmd)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting caddy: %v", err)
@@ -292,9 +294,14 @@ func (c *Caddy) run(bin string) error {
 				cmd.ProcessState, c.Logs(), numbered(c.caddyfile))
 		default:
 		}
-		if conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
-			conn.Close()
-			return nil
+		// Started means Caddy has started every app, not only the HTTP
+		// server (apps start in no fixed order; the timeblock app opens the
+		// store in its Start).
+		if strings.Contains(c.logs.String()[logFrom:], `"msg":"serving initial configuration"`) {
+			if conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+				conn.Close()
+				return nil
+			}
 		}
 		if time.Now().After(deadline) {
 			_ = cmd.Process.Kill()
