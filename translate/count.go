@@ -70,19 +70,17 @@ func ValidateCountTokens(body []byte) *Error {
 
 // estimateMessages is CountTokens for a body known to be a JSON object.
 func estimateMessages(s string) int64 {
-	c := counter{s: s, n: tokensReply}
-	c.root(skipWS(s, 0))
+	c := counter{c: cursor{s: s}, n: tokensReply}
+	c.root()
 	return c.n
 }
 
-// counter walks a messages request once, adding up its estimate in n. The
-// package's iterators find a value's end before they hand it out, so a walk
-// through them would read the messages three or four times over; the
-// counter reads each byte once (and text a second time, to count it). Each
-// walk function takes the index of a value's first byte and returns the
-// index past its end, -1 on malformed input.
+// counter walks a messages request once, on a cursor (walk.go), adding up
+// its estimate in n: each byte is read once (and text a second time, to
+// count it). A value a walk function does not take is left to the cursor,
+// which skips it at the next member or element.
 type counter struct {
-	s     string
+	c     cursor
 	n     int64
 	depth int // tool results within tool results
 }
@@ -92,172 +90,132 @@ type counter struct {
 // counted.
 const maxCountDepth = 4
 
-func (c *counter) root(i int) int {
-	if i >= len(c.s) || c.s[i] != '{' {
-		return -1
+func (c *counter) root() {
+	if !c.c.obj() {
+		return
 	}
-	i++
 	for {
-		k, v, ok := objNext(c.s, i)
+		k, ok := c.c.key()
 		if !ok {
-			return v
+			return
 		}
 		switch k {
 		case "system":
 			before := c.n
-			i = c.content(v)
+			c.content()
 			if c.n > before {
 				c.n += tokensPerMessage
 			}
 		case "messages":
-			i = c.messages(v)
+			c.messages()
 		case "tools":
-			i = c.tools(v)
-		default:
-			i = valueEnd(c.s, v)
-		}
-		if i < 0 {
-			return -1
+			c.tools()
 		}
 	}
 }
 
-func (c *counter) messages(i int) int {
-	if i >= len(c.s) || c.s[i] != '[' {
-		return valueEnd(c.s, i)
+func (c *counter) messages() {
+	if !c.c.arr() {
+		return
 	}
-	i++
-	for {
-		v, ok := arrNext(c.s, i)
-		if !ok {
-			return v
-		}
+	for c.c.more() {
 		c.n += tokensPerMessage
-		if i = c.message(v); i < 0 {
-			return -1
-		}
+		c.message()
 	}
 }
 
-func (c *counter) message(i int) int {
-	if i >= len(c.s) || c.s[i] != '{' {
-		return valueEnd(c.s, i)
+func (c *counter) message() {
+	if !c.c.obj() {
+		return
 	}
-	i++
 	for {
-		k, v, ok := objNext(c.s, i)
+		k, ok := c.c.key()
 		if !ok {
-			return v
+			return
 		}
 		if k == "content" {
-			i = c.content(v)
-		} else {
-			i = valueEnd(c.s, v)
-		}
-		if i < 0 {
-			return -1
+			c.content()
 		}
 	}
 }
 
-func (c *counter) tools(i int) int {
-	if i >= len(c.s) || c.s[i] != '[' {
-		return valueEnd(c.s, i)
+func (c *counter) tools() {
+	if !c.c.arr() {
+		return
 	}
-	i++
 	defined := false
-	for {
-		v, ok := arrNext(c.s, i)
-		if !ok {
-			if defined {
-				c.n += tokensTools
-			}
-			return v
-		}
-		if i = valueEnd(c.s, v); i < 0 {
-			return -1
-		}
+	for c.c.more() {
 		defined = true
-		c.n += tokensPerTool + jsonTokens(c.s[v:i])
+		c.n += tokensPerTool + jsonTokens(c.c.raw())
+	}
+	if defined {
+		c.n += tokensTools
 	}
 }
 
 // content counts a content value: a string, or an array of blocks.
-func (c *counter) content(i int) int {
-	if i >= len(c.s) {
-		return -1
-	}
-	switch c.s[i] {
+func (c *counter) content() {
+	switch c.c.peek() {
 	case '"':
-		e := stringEnd(c.s, i)
-		if e > 0 {
-			c.n += textTokens(c.s[i:e])
-		}
-		return e
+		c.n += textTokens(c.c.raw())
 	case '[':
-		i++
-		for {
-			v, ok := arrNext(c.s, i)
-			if !ok {
-				return v
-			}
-			if i = c.block(v); i < 0 {
-				return -1
-			}
+		c.c.arr()
+		for c.c.more() {
+			c.block()
 		}
 	}
-	return valueEnd(c.s, i)
+}
+
+// contentOf counts a content value read earlier, setting the walk aside.
+func (c *counter) contentOf(raw string) {
+	walk := c.c
+	c.c = cursor{s: raw}
+	c.content()
+	c.c = walk
 }
 
 // block counts one content block. Its type usually comes first; the values
 // that count are kept until the end of the block, when the type is known,
 // and a tool result's content is counted on the way when it can be.
-func (c *counter) block(i int) int {
-	if i >= len(c.s) || c.s[i] != '{' {
-		if i < len(c.s) && c.s[i] == '"' { // a bare string where a block was expected
-			return c.content(i)
-		}
-		return valueEnd(c.s, i)
+func (c *counter) block() {
+	switch c.c.peek() {
+	case '"': // a bare string where a block was expected
+		c.content()
+		return
+	case '{':
+	default:
+		return
 	}
-	start := i
-	var typ, text, source, name, input string
-	content := -1 // start of a tool result's content not yet counted
-	i++
+	start := c.c.begin()
+	c.c.obj()
+	var typ, text, source, name, input, content string
 	for {
-		k, v, ok := objNext(c.s, i)
+		k, ok := c.c.key()
 		if !ok {
-			i = v
 			break
 		}
 		if k == "content" && strEq(typ, "tool_result") && c.depth < maxCountDepth {
 			c.depth++
-			i = c.content(v)
+			c.content()
 			c.depth--
-		} else {
-			i = valueEnd(c.s, v)
-		}
-		if i < 0 {
-			return -1
+			continue
 		}
 		switch k {
 		case "type":
-			typ = c.s[v:i]
+			typ = c.c.raw()
 		case "text":
-			text = c.s[v:i]
+			text = c.c.raw()
 		case "source":
-			source = c.s[v:i]
+			source = c.c.raw()
 		case "name":
-			name = c.s[v:i]
+			name = c.c.raw()
 		case "input":
-			input = c.s[v:i]
+			input = c.c.raw()
 		case "content":
 			if !strEq(typ, "tool_result") {
-				content = v
+				content = c.c.raw()
 			}
 		}
-	}
-	if i < 0 {
-		return -1
 	}
 	switch inner(typ) {
 	case "text":
@@ -268,9 +226,9 @@ func (c *counter) block(i int) int {
 		c.n += tokensPerCall + textTokens(name) + jsonTokens(input)
 	case "tool_result":
 		c.n += tokensPerCall
-		if content >= 0 && c.depth < maxCountDepth {
+		if content != "" && c.depth < maxCountDepth {
 			c.depth++
-			c.content(content)
+			c.contentOf(content)
 			c.depth--
 		}
 	case "thinking", "redacted_thinking":
@@ -281,53 +239,8 @@ func (c *counter) block(i int) int {
 		}
 		fallthrough
 	default:
-		c.n += jsonTokens(c.s[start:i])
+		c.n += jsonTokens(c.c.s[start:c.c.i])
 	}
-	return i
-}
-
-// objNext reads the next member of the object being walked: i is just past
-// its '{' or past the previous member's value. It returns the member's key
-// and the index of its value; at the object's end, ok is false and v is the
-// index past the '}' (-1 on malformed input).
-func objNext(s string, i int) (key string, v int, ok bool) {
-	i = skipWS(s, i)
-	if i < len(s) && s[i] == ',' {
-		i = skipWS(s, i+1)
-	}
-	switch {
-	case i >= len(s):
-		return "", -1, false
-	case s[i] == '}':
-		return "", i + 1, false
-	case s[i] != '"':
-		return "", -1, false
-	}
-	e := stringEnd(s, i)
-	if e < 0 {
-		return "", -1, false
-	}
-	key = s[i+1 : e-1]
-	i = skipWS(s, e)
-	if i >= len(s) || s[i] != ':' {
-		return "", -1, false
-	}
-	return key, skipWS(s, i+1), true
-}
-
-// arrNext is objNext for the elements of an array.
-func arrNext(s string, i int) (v int, ok bool) {
-	i = skipWS(s, i)
-	if i < len(s) && s[i] == ',' {
-		i = skipWS(s, i+1)
-	}
-	switch {
-	case i >= len(s):
-		return -1, false
-	case s[i] == ']':
-		return i + 1, false
-	}
-	return i, true
 }
 
 // jsonTokens estimates JSON text (a schema, tool arguments) at four bytes a

@@ -63,10 +63,15 @@
 //
 // # Bytes, not structs
 //
-// Requests and answers are read with small allocation-free cursors (walk.go
-// for the hand-written readers, stream_walk.go for events; gjson for
-// validation and the odd deep lookup) and written by appending into
-// caller-provided buffers, so the Caddy glue can pool them.
+// Requests and answers are read in place, without allocating, and written
+// by appending into caller-provided buffers, so the Caddy glue can pool
+// them. The readers: the cursor (walk.go), a one-pass pull reader, for
+// requests, whole answers and token counts; the walk (stream_walk.go), the
+// same idea that also validates what it reads, for upstream events; iter
+// (json.go) for small values read member by member; the scanner (scan.go)
+// that checks a body is JSON; gjson for the odd deep lookup. The cursor and
+// the walk differ only in the checking and in how a reader steps into a
+// value; they are the next two to become one.
 //
 // Entry points:
 //

@@ -64,12 +64,24 @@ func (c *cursor) enter(open byte) bool {
 
 // key moves to the next member of the object c is in and returns its raw
 // key (without quotes, escapes as they are); c stands at the member's value.
-// At the end it returns false, with c past the closing brace.
+// At the end it returns false, with c past the closing brace. (It is next
+// and the key's read in one, as it runs once per member of everything.)
 func (c *cursor) key() (string, bool) {
-	if !c.next('}') {
+	if c.pending {
+		c.skip()
+	}
+	s := c.s
+	i := skipWS(s, c.i)
+	if i < len(s) && s[i] == ',' {
+		i = skipWS(s, i+1)
+	}
+	if i >= len(s) {
+		return "", c.stop()
+	}
+	if s[i] == '}' {
+		c.i = i + 1
 		return "", false
 	}
-	s, i := c.s, c.i
 	if s[i] != '"' {
 		return "", c.stop()
 	}
@@ -82,7 +94,8 @@ func (c *cursor) key() (string, bool) {
 	if i >= len(s) || s[i] != ':' {
 		return "", c.stop()
 	}
-	c.i = i + 1
+	c.i = skipWS(s, i+1)
+	c.pending = true
 	return k, true
 }
 
