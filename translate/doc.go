@@ -66,12 +66,11 @@
 // Requests and answers are read in place, without allocating, and written
 // by appending into caller-provided buffers, so the Caddy glue can pool
 // them. The readers: the cursor (walk.go), a one-pass pull reader, for
-// requests, whole answers and token counts; the walk (stream_walk.go), the
-// same idea that also validates what it reads, for upstream events; iter
-// (json.go) for small values read member by member; the scanner (scan.go)
-// that checks a body is JSON; gjson for the odd deep lookup. The cursor and
-// the walk differ only in the checking and in how a reader steps into a
-// value; they are the next two to become one.
+// requests, whole answers, token counts and, checked (validating what it
+// reads in the same pass), upstream stream events (chunk_read.go and the
+// stream readers); iter (json.go) for small values read member by member;
+// the scanner (scan.go) that checks a body is JSON; gjson for the odd deep
+// lookup.
 //
 // Entry points:
 //

@@ -299,7 +299,7 @@ func (s *Stream) dispatch() {
 	if d == "" {
 		return
 	}
-	// An event is validated as it is read (checkedWalk), so it is not
+	// An event is validated as it is read (checkedCursor), so it is not
 	// scanned twice. Raw pieces of it are copied into the client's events,
 	// so line breaks (whitespace, in valid JSON) must go: they would end the
 	// SSE line. An event with any is validated before they go, since a raw

@@ -163,9 +163,9 @@ func (s *Stream) passChunk(d string) {
 	pv := s.passView()
 	changed, anyChoice := false, false
 	var usageV string
-	w := checkedWalk(d, eventDepthLimit(d))
+	w := checkedCursor(d, eventDepthLimit(d))
 	for {
-		k, ok := w.next()
+		k, ok := w.key()
 		if !ok {
 			break
 		}
@@ -176,14 +176,14 @@ func (s *Stream) passChunk(d string) {
 			anyChoice = any
 			continue
 		}
-		v := w.value()
+		v := w.raw()
 		if pv != nil {
 			pv.top.set(k, v)
 		}
 		switch k {
 		case "error":
 			if !isNull(v) {
-				if w.skipRest(); !w.whole() {
+				if w.skipObj(); !w.whole() {
 					s.badEvent()
 				} else {
 					s.fail(streamError(d))
@@ -312,15 +312,15 @@ func (s *Stream) takeViews() {
 	}
 }
 
-// passChoices rewrites the choices array the walk is at into s.enc and
+// passChoices rewrites the choices array the cursor is at into s.enc and
 // reports whether any choice changed and whether there was any.
-func (s *Stream) passChoices(w *walk, pv *chunkRead) (changed, any bool) {
+func (s *Stream) passChoices(w *cursor, pv *chunkRead) (changed, any bool) {
 	if pv != nil {
 		pv.choices = pv.choices[:0]
 	}
-	a, ok := w.enter('[')
-	if !ok {
-		v := w.value()
+	at := w.begin()
+	if !w.arr() {
+		v := w.raw()
 		s.encRaw(v)
 		if pv != nil {
 			pv.top.choices = v
@@ -328,75 +328,71 @@ func (s *Stream) passChoices(w *walk, pv *chunkRead) (changed, any bool) {
 		return false, false
 	}
 	s.encRaw("[")
-	for {
-		if _, ok := a.next(); !ok {
-			break
-		}
+	for w.more() {
 		any = true
 		s.encSep()
-		if s.passChoice(&a, pv) {
+		if s.passChoice(w, pv) {
 			changed = true
 		}
 	}
 	s.encRaw("]")
-	raw := w.leave(&a)
+	raw := w.since(at)
 	if pv != nil {
 		pv.top.choices = raw
 	}
 	return changed, any
 }
 
-// rawMember is an object member as the walk found it. The members of a
+// rawMember is an object member as the cursor found it. The members of a
 // choice's delta, read in the same walk, are s.dkv[lo:hi].
 type rawMember struct {
 	k, v   string
 	lo, hi int
 }
 
-// readMembers reads the value the walk is at and, when it is an object, its
-// members into s.dkv: it returns the value raw and its members' bounds.
-func (s *Stream) readMembers(w *walk) (raw string, lo, hi int) {
+// readMembers reads the value the cursor is at and, when it is an object,
+// its members into s.dkv: it returns the value raw and its members' bounds.
+func (s *Stream) readMembers(w *cursor) (raw string, lo, hi int) {
 	lo = len(s.dkv)
-	o, ok := w.enter('{')
-	if !ok {
-		return w.value(), lo, lo
+	at := w.begin()
+	if !w.obj() {
+		return w.raw(), lo, lo
 	}
 	for {
-		k, ok := o.next()
+		k, ok := w.key()
 		if !ok {
 			break
 		}
-		s.dkv = append(s.dkv, rawMember{k: k, v: o.value()})
+		s.dkv = append(s.dkv, rawMember{k: k, v: w.raw()})
 	}
-	return w.leave(&o), lo, len(s.dkv)
+	return w.since(at), lo, len(s.dkv)
 }
 
-// passChoice rewrites the choice the walk is at. Its members are read once
+// passChoice rewrites the choice the cursor is at. Its members are read once
 // into s.kv: the delta needs the choice's index and finish_reason, which may
 // come after it.
-func (s *Stream) passChoice(a *walk, pv *chunkRead) bool {
+func (s *Stream) passChoice(a *cursor, pv *chunkRead) bool {
 	var c *choiceRead
 	if pv != nil {
 		c = pv.add()
 	}
-	e, ok := a.enter('{')
-	if !ok {
-		s.encRaw(a.value())
+	if !a.obj() {
+		s.encRaw(a.raw())
 		pv.dropUnlessFirst(c)
 		return false
 	}
 	var idx, delta, finish string
 	s.kv, s.dkv = s.kv[:0], s.dkv[:0]
 	for {
-		k, ok := e.next()
+		k, ok := a.key()
 		if !ok {
 			break
 		}
 		m := rawMember{k: k}
 		if k == "delta" {
-			m.v, m.lo, m.hi = s.readMembers(&e)
+			m.v, m.lo, m.hi = s.readMembers(a)
 		} else {
-			m.v = e.value()
+			m.v = a.raw()
 		}
 		s.kv = append(s.kv, m)
 		v := m.v
@@ -409,7 +405,6 @@ func (s *Stream) passChoice(a *walk, pv *chunkRead) bool {
 			finish = v
 		}
 	}
-	a.leave(&e)
 	cs := s.choice(idx)
 	changed := false
 	s.encRaw("{")
@@ -488,7 +483,7 @@ func viewMember(c *choiceRead, k, v string) {
 		c.delta = deltaRead{raw: v}
 		c.tookDelta()
 	case "message":
-		mw := walk{s: v}
+		mw := cursor{s: v}
 		c.message.readValue(&mw)
 		c.deltaOrMessage, c.fromMessage = v, true
 	default:

@@ -31,13 +31,13 @@ const maxBlocks = 4096
 
 func (s *Stream) messagesEvent(d string) {
 	var typ, index, message, cb, delta, usageV string
-	w := checkedWalk(d, eventDepthLimit(d))
+	w := checkedCursor(d, eventDepthLimit(d))
 	for {
-		k, ok := w.next()
+		k, ok := w.key()
 		if !ok {
 			break
 		}
-		v := w.value()
+		v := w.raw()
 		switch k {
 		case "type":
 			typ = v

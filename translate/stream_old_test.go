@@ -1,6 +1,6 @@
 package translate
 
-// The chunk readers as they were before the one-pass walk (stream_walk.go),
+// The chunk readers as they were before the one-pass walk (chunk_read.go),
 // kept as the reference for FuzzStreamChunkReaders.
 
 // read is chatTop's reader as it was: each member found whole.

@@ -77,9 +77,9 @@ func (s *Stream) viewDelta(cs *choiceState, x *chunkDelta, last bool) {
 func (r *chunkRead) readPlain(d string) bool {
 	r.top = chatTop{}
 	r.choices = r.choices[:0]
-	w := checkedWalk(d, eventDepthLimit(d))
+	w := checkedCursor(d, eventDepthLimit(d))
 	for {
-		k, ok := w.next()
+		k, ok := w.key()
 		if !ok {
 			break
 		}
@@ -92,43 +92,39 @@ func (r *chunkRead) readPlain(d string) bool {
 			if r.top.usage != "" {
 				return false
 			}
-			r.top.usage = w.value()
+			r.top.usage = w.raw()
 		case "error":
-			if r.top.err = w.value(); !isNull(r.top.err) {
+			if r.top.err = w.raw(); !isNull(r.top.err) {
 				return false // passChunk reports it, wherever it stands
 			}
 		default:
-			r.top.set(k, w.value())
+			r.top.set(k, w.raw())
 		}
 	}
 	return w.whole()
 }
 
-// readPlainChoices reads the choices member the walk is at.
-func (r *chunkRead) readPlainChoices(w *walk) bool {
-	a, ok := w.enter('[')
-	if !ok {
-		r.top.choices = w.value()
+// readPlainChoices reads the choices member the cursor is at.
+func (r *chunkRead) readPlainChoices(w *cursor) bool {
+	at := w.begin()
+	if !w.arr() {
+		r.top.choices = w.raw()
 		return r.top.choices != ""
 	}
-	for {
-		if _, ok := a.next(); !ok {
-			break
-		}
+	for w.more() {
 		c := r.add()
-		if e, ok := a.enter('{'); ok {
-			if !c.readPlain(&e) {
+		if w.obj() {
+			if !c.readPlain(w) {
 				return false
 			}
-			a.leave(&e)
 		} else {
-			a.value() // not an object: a choice with nothing in it
+			w.skip() // not an object: a choice with nothing in it
 		}
 		if n, ok := toInt(c.index); ok && n != 0 {
 			return false
 		}
 	}
-	r.top.choices = w.leave(&a)
+	r.top.choices = w.since(at)
 	return r.top.choices != ""
 }
 
@@ -136,9 +132,9 @@ func (r *chunkRead) readPlainChoices(w *walk) bool {
 // delta, or a delta's tool_calls, given twice. It is a loop of its own so
 // that a messages client's chunks, read by choiceRead.read, do not pay for
 // the check (a shared loop or helper cost them 44 instructions a chunk).
-func (c *choiceRead) readPlain(e *walk) bool {
+func (c *choiceRead) readPlain(e *cursor) bool {
 	for {
-		k, ok := e.next()
+		k, ok := e.key()
 		if !ok {
 			return true
 		}
@@ -152,31 +148,31 @@ func (c *choiceRead) readPlain(e *walk) bool {
 			c.message.readValue(e)
 			c.deltaOrMessage, c.fromMessage = c.message.raw, true
 		default:
-			c.set(k, e.value())
+			c.set(k, e.raw())
 		}
 	}
 }
 
 // readPlain reads a delta as readValue does; it reports false for
 // tool_calls given twice.
-func (x *deltaRead) readPlain(w *walk) bool {
+func (x *deltaRead) readPlain(w *cursor) bool {
 	x.chunkDelta = chunkDelta{}
-	o, ok := w.enter('{')
-	if !ok {
-		x.raw = w.value()
+	at := w.begin()
+	if !w.obj() {
+		x.raw = w.raw()
 		return x.raw != ""
 	}
 	for {
-		k, ok := o.next()
+		k, ok := w.key()
 		if !ok {
 			break
 		}
-		v := o.value()
+		v := w.raw()
 		if k == "tool_calls" && x.toolCalls != "" {
 			return false
 		}
 		x.chunkDelta.set(k, v)
 	}
-	x.raw = w.leave(&o)
+	x.raw = w.since(at)
 	return x.raw != ""
 }

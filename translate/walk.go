@@ -9,8 +9,20 @@ package translate
 // inner one stopped: each byte is scanned once. A value the reader does not
 // walk into is taken whole (raw) or skipped, one scan as with iter.
 //
-// Inputs are valid JSON (gjson.Valid, before any walk); on anything else a
-// cursor stops (no more members, empty values) and never panics.
+// A cursor reads requests, whole answers and token counts, whose text is
+// valid JSON (checked before any walk); on anything else it stops (no more
+// members, empty values) and never panics. A checked cursor
+// (checkedCursor) reads upstream stream events, which have not been
+// checked: it validates what it reads as it goes, exactly as validEvent
+// would (separators strictly, keys as JSON strings, each value it hands out
+// whole with scanValue, nesting within a limit), so that an event is
+// scanned once, not once to validate and once to read. The reader learns
+// at the end (whole) whether the event was JSON; when it was not, the
+// stream fails with nothing more written, so what the reader did before it
+// found out never reaches the client.
+//
+// A reader that enters a value walks it to its end (key or more returning
+// false), or abandons the cursor: the cursor does not keep a stack.
 
 type cursor struct {
 	s string
@@ -18,6 +30,34 @@ type cursor struct {
 	// pending: key or more stopped at a value that was not taken yet; the
 	// next key or more skips it.
 	pending bool
+
+	check bool // validate as it reads (checkedCursor)
+	// Checked only:
+	fresh bool // just inside a '{' or '[', where no comma may come
+	bad   bool // the text is not JSON; the cursor has stopped
+	depth int  // containers entered and not yet left
+	limit int  // how deep the text may nest
+}
+
+// checkedCursor returns a checked cursor inside the object s, which nests
+// at most limit deep. Once the reader has walked it to its end (or called
+// skipObj), whole tells whether s was JSON.
+func checkedCursor(s string, limit int) cursor {
+	c := cursor{s: s, check: true, limit: limit}
+	if !c.obj() {
+		c.fail()
+	}
+	return c
+}
+
+// whole reports whether a checked cursor, walked to the end of its object,
+// read a whole JSON value and nothing after it.
+func (c *cursor) whole() bool { return !c.bad && c.depth == 0 && c.i == len(c.s) }
+
+// fail stops a checked cursor that met malformed text, and remembers it.
+func (c *cursor) fail() bool {
+	c.bad = true
+	return c.stop()
 }
 
 // peek returns the first byte of the value at c, or 0 when there is none.
@@ -33,9 +73,27 @@ func (c *cursor) peek() byte {
 func (c *cursor) raw() string {
 	c.pending = false
 	i := skipWS(c.s, c.i)
+	if c.check {
+		return c.checkedRaw(i)
+	}
 	e := valueEnd(c.s, i)
 	if e < 0 {
 		c.i = len(c.s)
+		return ""
+	}
+	c.i = e
+	return c.s[i:e]
+}
+
+// checkedRaw is raw for a checked cursor: the value is scanned, within the
+// nesting left.
+func (c *cursor) checkedRaw(i int) string {
+	e := -1
+	if !c.bad {
+		e, _ = scanValue(c.s, i, c.limit-c.depth)
+	}
+	if e < 0 {
+		c.fail()
 		return ""
 	}
 	c.i = e
@@ -57,9 +115,34 @@ func (c *cursor) enter(open byte) bool {
 	if c.peek() != open {
 		return false
 	}
+	if c.check {
+		if c.depth >= c.limit { // too deep: raw refuses it
+			return false
+		}
+		c.depth++
+		c.fresh = true
+	}
 	c.i++
 	c.pending = false
 	return true
+}
+
+// skipObj moves past the members of the object c is in that were not read.
+func (c *cursor) skipObj() {
+	for {
+		if _, ok := c.key(); !ok {
+			return
+		}
+	}
+}
+
+// since returns the text from at (from begin) to c, "" once a checked
+// cursor has found the text is not JSON.
+func (c *cursor) since(at int) string {
+	if c.bad {
+		return ""
+	}
+	return c.s[at:c.i]
 }
 
 // key moves to the next member of the object c is in and returns its raw
@@ -67,6 +150,9 @@ func (c *cursor) enter(open byte) bool {
 // At the end it returns false, with c past the closing brace. (It is next
 // and the key's read in one, as it runs once per member of everything.)
 func (c *cursor) key() (string, bool) {
+	if c.check {
+		return c.checkedKey()
+	}
 	if c.pending {
 		c.skip()
 	}
@@ -106,6 +192,9 @@ func (c *cursor) more() bool { return c.next(']') }
 // next skips a value not taken and the comma after it, and reports whether
 // a member or element follows before close.
 func (c *cursor) next(close byte) bool {
+	if c.check {
+		return c.checkedNext(close)
+	}
 	if c.pending {
 		c.skip()
 	}
@@ -124,6 +213,85 @@ func (c *cursor) next(close byte) bool {
 	c.i = i
 	c.pending = true
 	return true
+}
+
+// checkedNext is next for a checked cursor: a comma between members and
+// elements, none before the first or after the last.
+func (c *cursor) checkedNext(close byte) bool {
+	if c.pending {
+		c.skip()
+	}
+	if c.bad {
+		return false
+	}
+	s := c.s
+	i := skipWS(s, c.i)
+	comma := i < len(s) && s[i] == ','
+	if comma {
+		i = skipWS(s, i+1)
+	}
+	switch {
+	case i >= len(s):
+		return c.fail()
+	case s[i] == close:
+		if comma {
+			return c.fail()
+		}
+		c.i = i + 1
+		c.depth--
+		c.fresh = false
+		return false
+	case comma == c.fresh:
+		return c.fail()
+	}
+	c.fresh = false
+	c.i = i
+	c.pending = true
+	return true
+}
+
+// checkedKey is key for a checked cursor: checkedNext and a key that is a
+// JSON string, in one call (it runs once per member of every event).
+func (c *cursor) checkedKey() (string, bool) {
+	if c.pending {
+		c.skip()
+	}
+	if c.bad {
+		return "", false
+	}
+	s := c.s
+	i := skipWS(s, c.i)
+	comma := i < len(s) && s[i] == ','
+	if comma {
+		i = skipWS(s, i+1)
+	}
+	switch {
+	case i >= len(s):
+		return "", c.fail()
+	case s[i] == '}':
+		if comma {
+			return "", c.fail()
+		}
+		c.i = i + 1
+		c.depth--
+		c.fresh = false
+		return "", false
+	case comma == c.fresh, s[i] != '"':
+		return "", c.fail()
+	}
+	e := stringBodyEnd(s, i+1)
+	if e < 0 {
+		return "", c.fail()
+	}
+	k := s[i+1 : e-1]
+	i = skipWS(s, e)
+	if i >= len(s) || s[i] != ':' {
+		return "", c.fail()
+	}
+	c.fresh = false
+	c.i = skipWS(s, i+1)
+	c.pending = true
+	return k, true
 }
 
 // stop ends the walk of malformed text.

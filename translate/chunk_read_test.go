@@ -10,46 +10,64 @@ import (
 	"testing"
 )
 
-// The walk sees the same members as iter, at every level, for any JSON.
-func TestWalkMatchesIter(t *testing.T) {
+// The cursor sees the same members as iter, at every level, for any JSON,
+// checked or not.
+func TestCursorMatchesIter(t *testing.T) {
 	for _, d := range []string{
 		`{}`, `[]`, ` { "a" : [ 1 , {"b":"x\"}"} ] , "c":{} } `, `[[],[{}],"]",-1.5e3,true,null]`,
 		`{"choices":[{"index":0,"delta":{"content":"a"}}],"usage":null}`,
 	} {
-		if got, want := walkMembers(d), iterMembers(d); !reflect.DeepEqual(got, want) {
-			t.Errorf("%s: walk %q, iter %q", d, got, want)
+		want := iterMembers(d)
+		if got := cursorMembers(cursor{s: d}); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: cursor %q, iter %q", d, got, want)
+		}
+		if d := trimJSON(d); isObj(d) {
+			c := checkedCursor(d, eventDepthLimit(d))
+			c.i, c.depth = 0, 0 // cursorMembers enters the object itself
+			if got := cursorMembers(c); !reflect.DeepEqual(got, want) {
+				t.Errorf("%s: checked cursor %q, iter %q", d, got, want)
+			}
 		}
 	}
 }
 
-// walkMembers lists every key and leaf value under d, entering containers.
-func walkMembers(d string) []string {
-	w, ok := walkAt(d, 0)
-	if !ok {
-		return nil
-	}
+// cursorMembers lists every key and leaf value under the value at c,
+// entering containers.
+func cursorMembers(c cursor) []string {
 	var l []string
-	var rec func(w *walk)
-	rec = func(w *walk) {
+	var rec func(obj bool)
+	rec = func(obj bool) {
 		for {
-			k, ok := w.next()
+			var k string
+			ok := false
+			if obj {
+				k, ok = c.key()
+			} else {
+				ok = c.more()
+			}
 			if !ok {
 				return
 			}
 			l = append(l, k)
-			open := byte(0)
-			if w.i < len(w.s) {
-				open = w.s[w.i]
-			}
-			if in, ok := w.enter(open); ok && (open == '{' || open == '[') {
-				rec(&in)
-				l = append(l, "raw:"+w.leave(&in))
-			} else {
-				l = append(l, w.value())
+			at := c.begin()
+			switch {
+			case c.obj():
+				rec(true)
+				l = append(l, "raw:"+c.since(at))
+			case c.arr():
+				rec(false)
+				l = append(l, "raw:"+c.since(at))
+			default:
+				l = append(l, c.raw())
 			}
 		}
 	}
-	rec(&w)
+	switch {
+	case c.obj():
+		rec(true)
+	case c.arr():
+		rec(false)
+	}
 	return l
 }
 
@@ -285,13 +303,13 @@ func TestResponsesReadsPassedChunkOnce(t *testing.T) {
 	}
 }
 
-// FuzzCheckedWalk: an event read as it is validated (checkedWalk) is
+// FuzzCheckedCursor: an event read as it is validated (checkedCursor) is
 // refused exactly when validEvent refuses it, and a chat chunk it accepts
-// reads as the unchecked walk reads it. A refused event fails the stream
+// reads as the unchecked cursor reads it. A refused event fails the stream
 // before the client sees any of it, in every direction: the client gets
 // what an event that is not JSON at all gets, which dispatch refuses before
 // any reader runs.
-func FuzzCheckedWalk(f *testing.F) {
+func FuzzCheckedCursor(f *testing.F) {
 	for _, c := range [][]byte{chatContentChunk, chatReasoningChunk, chatToolChunk, chatThinkTagChunk} {
 		f.Add(strings.TrimSpace(strings.TrimPrefix(string(c), "data: ")))
 	}
@@ -318,9 +336,9 @@ func FuzzCheckedWalk(f *testing.F) {
 			return // dispatch validates these before any reader runs
 		}
 		valid := validEvent(d)
-		w := checkedWalk(d, eventDepthLimit(d))
-		if w.skipRest(); w.whole() != valid {
-			t.Fatalf("checked walk: whole %v, validEvent %v: %s", w.whole(), valid, d)
+		w := checkedCursor(d, eventDepthLimit(d))
+		if w.skipObj(); w.whole() != valid {
+			t.Fatalf("checked cursor: whole %v, validEvent %v: %s", w.whole(), valid, d)
 		}
 		var got chunkRead
 		if ok := got.readChecked(d); ok != valid {
