@@ -174,8 +174,8 @@ func (s *gateState) wait(ctx context.Context) error {
 // of live keys read the user's hashes again (everything for
 // accounts.InvalidateAll).
 func (s *gateState) invalidate(userID string) {
-	if !s.opened.Load() {
-		return // nothing is cached yet
+	if s.cache == nil {
+		return // not open: nothing is cached yet (build sets cache before it listens)
 	}
 	s.cache.InvalidateUser(userID)
 	s.guard.invalidate(userID)

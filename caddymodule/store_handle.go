@@ -26,17 +26,22 @@ func (h *storeHandle) settle(st accounts.Store, err error) {
 	close(h.ready)
 }
 
-// open waits for the store.
+// open waits for the store. Once it is open, that costs a receive from a
+// closed channel, without a lock.
 func (h *storeHandle) open(ctx context.Context) (accounts.Store, error) {
 	select {
 	case <-h.ready:
-		if h.err != nil {
-			return nil, errStoreNotOpen{h.err}
+	default:
+		select {
+		case <-h.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
-		return h.st, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
 	}
+	if h.err != nil {
+		return nil, errStoreNotOpen{h.err}
+	}
+	return h.st, nil
 }
 
 // Update implements accounts.Store.
