@@ -277,10 +277,12 @@ func (g *Gate) serveKeyLanes(w http.ResponseWriter, r *http.Request, format tran
 func (s *gateState) serveAccountLanes(unloaded <-chan struct{}, logger *zap.Logger) api.KeyLanesFunc {
 	return func(w http.ResponseWriter, r *http.Request, keyID string, status api.KeyStatusFunc) error {
 		ctx := r.Context()
-		st, pools, err := status(ctx) // it reads the store, which is open once the state is
+		st, pools, err := status(ctx)
 		if err != nil {
 			return err
 		}
+		// status has read the store, so the state is open (shared.open opens
+		// it first); the wait only keeps the stream off a state that is not.
 		if err := s.wait(ctx); err != nil {
 			return err
 		}

@@ -153,12 +153,16 @@ func (s *gateState) build(store gateStore, logger *zap.Logger) error {
 	return nil
 }
 
-// wait returns once the state is open (at once, on the request path, after
-// the app has started), or with why it will not be.
+// wait returns once the state is open, or with why it will not be. Once
+// the app has started it is one atomic load, inlined on the request path.
 func (s *gateState) wait(ctx context.Context) error {
 	if s.opened.Load() {
 		return nil
 	}
+	return s.waitOpen(ctx)
+}
+
+func (s *gateState) waitOpen(ctx context.Context) error {
 	select {
 	case <-s.ready:
 		if s.openErr != nil {

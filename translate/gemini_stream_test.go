@@ -447,22 +447,7 @@ func FuzzGeminiStream(f *testing.F) {
 	})
 }
 
-func BenchmarkGeminiStreamChunk(b *testing.B) {
-	for _, c := range responsesBenchCases {
-		b.Run(c.name, func(b *testing.B) {
-			s := primed(Gemini, c.up, c.chunk)
-			out := make([]byte, 0, 4096)
-			b.SetBytes(int64(len(c.chunk)))
-			b.ReportAllocs()
-			for b.Loop() {
-				out = s.Write(out[:0], c.chunk)
-			}
-			if s.Done() {
-				b.Fatal("the stream ended")
-			}
-		})
-	}
-}
+func BenchmarkGeminiStreamChunk(b *testing.B) { benchClientChunks(b, Gemini, false) }
 
 // Steady-state chunks allocate nothing (a call's arguments grow, amortised),
 // and a text chunk is an event of its own.
