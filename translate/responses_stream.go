@@ -59,10 +59,10 @@ type respStream struct {
 	model   []byte // raw literal
 	created int64
 	items   []respItem
-	added   int // items added so far
-	open    int // index in items of the open reasoning or message item, -1 none
-	live    int // index in items of the call streaming live, -1 none
-	dropped int // calls without a name, dropped (respPromote)
+	added   []int // indexes in items, in output_index order: a held call can be added after one that came later
+	open    int   // index in items of the open reasoning or message item, -1 none
+	live    int   // index in items of the call streaming live, -1 none
+	dropped int   // calls without a name, dropped (respPromote)
 	stop    stopReason
 	u       usage
 }
@@ -81,7 +81,7 @@ func (x *respStream) reset(_ Format, req Request, _ *Config) {
 	*x = respStream{
 		scratch: x.scratch[:0], opts: req.resp,
 		base: x.base[:0], model: x.model[:0], created: now().Unix(),
-		items: x.items[:0], open: -1, live: -1,
+		items: x.items[:0], added: x.added[:0], open: -1, live: -1,
 	}
 }
 
@@ -187,10 +187,8 @@ func (s *Stream) rResponse(stop stopReason, e *Error) {
 	s.out = append(s.out, `,"response":`...)
 	s.out = appendRespHead(s.out, x.base, x.created, b2s(x.model))
 	if stop != stopNone || e != nil {
-		for i := range x.items {
-			if x.items[i].out >= 0 {
-				s.out = x.appendItem(s.out, i)
-			}
+		for _, i := range x.added {
+			s.out = x.appendItem(s.out, i)
 		}
 	}
 	s.out = appendRespTail(s.out, &x.opts, stop, e)
@@ -243,8 +241,8 @@ func (x *respStream) newItem(k respItemKind) int {
 func (s *Stream) respAdded(i int) {
 	x := s.rx
 	it := &x.items[i]
-	it.out = x.added
-	x.added++
+	it.out = len(x.added)
+	x.added = append(x.added, i)
 	s.rEvent("response.output_item.added")
 	s.out = append(s.out, `,"output_index":`...)
 	s.out = appendInt(s.out, int64(it.out))

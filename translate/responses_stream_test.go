@@ -273,6 +273,24 @@ func TestResponsesStreamContent(t *testing.T) {
 			}
 		}
 	})
+	t.Run("held call added after a later one", func(t *testing.T) {
+		// Call 1 comes first but cannot be added (a name, no id, no
+		// arguments); call 0 becomes ready and goes out first. The final
+		// output lists the items in output_index order, as they were added.
+		chunk := func(calls string) string {
+			return "data: {\"id\":\"chatcmpl-1\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":" + calls + "}}]}\n\n"
+		}
+		in := chunk(`[{"index":1,"type":"function","function":{"name":"time","arguments":""}}]`) +
+			chunk(`[{"index":0,"id":"call_A","type":"function","function":{"name":"weather","arguments":"{\"city\":"}}]`) +
+			chunk(`[{"index":1,"function":{"arguments":"{}"}},{"index":0,"function":{"arguments":"\"Rome\"}"}}]`) +
+			"data: {\"id\":\"chatcmpl-1\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n"
+		r, evs := streamFinal(t, Chat, Request{Stream: true}, in)
+		if err := checkResponsesGrammar(evs, true); err != nil {
+			t.Fatal(err)
+		}
+		wantEq(t, "names", r.Get("output.#.name").Raw, `["weather","time"]`)
+		wantEq(t, "output_index", r.Get("output.#.id").Raw, `["fc_1_0","fc_1_1"]`)
+	})
 	t.Run("error mid-stream", func(t *testing.T) {
 		_, evs := streamFinal(t, Chat, Request{Stream: true}, string(readFile(t, "testdata/streams/error_midstream.sse")))
 		last := gjson.Parse(evs[len(evs)-1].Data)
