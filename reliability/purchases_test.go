@@ -66,6 +66,7 @@ type keyedPurchase struct {
 	start, end time.Time // first attempt sent, final answer received
 	attempts   int
 	final      answer // zero when the attempts ran out
+	last       string // the last attempt's answer or error, for the log when they ran out
 	retried5xx bool   // a 5xx (a lost answer among them) was retried
 }
 
@@ -106,6 +107,9 @@ func purchaseWithRetries(t *testing.T, c *e2e.Caddy, kills int) *retryResult {
 						a.status == http.StatusConflict && (strings.Contains(string(a.body), "still being processed") || strings.Contains(string(a.body), "being settled"))
 					if err == nil && a.status >= 500 {
 						p.retried5xx = true
+					}
+					if p.last = a.String(); err != nil {
+						p.last = err.Error()
 					}
 					if !retry {
 						p.final = a
@@ -204,6 +208,8 @@ func (r *retryResult) check(t *testing.T, label string, st accounts.Store) {
 		switch {
 		case p.final.status == 0:
 			unanswered++
+			t.Logf("%s: purchase %s unanswered after %d attempts (%s to %s), the last: %s", label, p.key, p.attempts,
+				p.start.Format(time.StampMilli), p.end.Format(time.StampMilli), p.last)
 		case p.final.status == http.StatusCreated:
 			succeeded++
 			chargesOfSucceeded += ch.kept + ch.refunded
