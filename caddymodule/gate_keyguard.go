@@ -251,7 +251,7 @@ var (
 )
 
 // keyGuardCollector reads the guard's counts at scrape time, once the state
-// is open.
+// is open; before, only that the filter is not ready.
 type keyGuardCollector struct{ s *gateState }
 
 func (c keyGuardCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -267,6 +267,9 @@ func (c keyGuardCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c keyGuardCollector) Collect(ch chan<- prometheus.Metric) {
 	if !c.s.opened.Load() {
+		// Not ready, rather than absent: an alert on ready == 0 also
+		// catches a store that never opens.
+		ch <- prometheus.MustNewConstMetric(keyFilterReadyDesc, prometheus.GaugeValue, 0)
 		return
 	}
 	kg := c.s.guard

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/timeblock/timeblock/accounts"
@@ -142,5 +143,36 @@ func TestGateWaitsForStore(t *testing.T) {
 	if res.status != http.StatusServiceUnavailable || !strings.Contains(res.body, "account store is not open") || res.header.Get("Retry-After") == "" {
 		t.Errorf("store failed to open: status %d %s (Retry-After %q); want 503 saying the store is not open, with Retry-After",
 			res.status, res.body, res.header.Get("Retry-After"))
+	}
+}
+
+// Before the store opens the key guard's collector says the filter is not
+// ready (0, not absent) and nothing else; once open, all of its series.
+func TestKeyGuardMetricsBeforeOpen(t *testing.T) {
+	s := pendingGateState()
+	gather := func() map[string]float64 {
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(keyGuardCollector{s})
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(map[string]float64)
+		for _, mf := range mfs {
+			m := mf.GetMetric()[0]
+			got[mf.GetName()] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+		return got
+	}
+	got := gather()
+	if v, ok := got["timeblock_gate_key_filter_ready"]; len(got) != 1 || !ok || v != 0 {
+		t.Errorf("before open: %v; want only timeblock_gate_key_filter_ready 0", got)
+	}
+	if err := s.open(openEmbedded(t), zap.NewNop()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.close() })
+	if got := gather(); len(got) != 8 {
+		t.Errorf("after open: %d series %v; want the guard's 8", len(got), got)
 	}
 }
