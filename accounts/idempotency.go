@@ -17,9 +17,10 @@ package accounts
 //     answer was lost is asked again under the same processor key, so the
 //     processor replays it rather than charging twice, and a purchase that
 //     settlement has ended answers with that outcome;
-//   - while the first attempt still runs, get 409 "in progress" — unless
-//     its purchase has already ended (settled after a crash), which is
-//     answered at once.
+//   - while the first attempt still runs, or settlement is ending its
+//     purchase, get 409 "still being processed" (never recorded as the key's
+//     answer) — unless its purchase has already ended (settled after a
+//     crash), which is answered at once.
 //
 // The same key with another request is a 409. A request's fingerprint
 // names its pool by id, so a purchase by slug and by id are the same one.
@@ -28,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 )
 
@@ -218,8 +220,17 @@ func (s *Service) resume(ctx context.Context, p *purchase) (*SubscribeResult, er
 	}
 	// Settlement holds it (settling), or its reservation is gone while the
 	// intent waits for settlement: the outcome comes within minutes.
-	return nil, Conflict("an earlier request with this Idempotency-Key is being settled after an interruption; retry in a minute for its outcome")
+	return nil, ErrPurchaseSettling
 }
+
+// ErrPurchaseSettling answers a retry whose purchase settlement is ending
+// after an interruption: its outcome is not known yet. It is not the key's
+// answer, so it is not recorded (the API checks for it): were it replayed,
+// the key would say "retry" for 24 hours after the outcome was known. Until
+// then a retry is told the purchase is still being processed, the words
+// clients already retry on.
+var ErrPurchaseSettling = &Error{Status: http.StatusConflict,
+	Message: "the purchase of an earlier request with this Idempotency-Key is still being processed: it is being settled after an interruption; retry in a minute for its outcome"}
 
 // subscribeResultOf rebuilds the answer of the subscribe that created subID
 // (nil when it does not exist).

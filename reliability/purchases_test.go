@@ -104,7 +104,7 @@ func purchaseWithRetries(t *testing.T, c *e2e.Caddy, kills int) *retryResult {
 					a, err := tryDo(http.MethodPost, u.c.URL()+"/api/pools/"+pool+"/subscribe", body,
 						append(bearer(u.token), "Idempotency-Key", p.key)...)
 					retry := err != nil || a.status >= 500 ||
-						a.status == http.StatusConflict && (strings.Contains(string(a.body), "still being processed") || strings.Contains(string(a.body), "being settled"))
+						a.status == http.StatusConflict && strings.Contains(string(a.body), "still being processed")
 					if err == nil && a.status >= 500 {
 						p.retried5xx = true
 					}

@@ -3,14 +3,15 @@ package api
 // Idempotency-Key on purchases (accounts/idempotency.go has the rules):
 // the request body is read once, fingerprinted with the method, the pool
 // (by id, however the path named it) and the body, and the answer — a
-// success or a client error — is kept for 24 hours and sent again, byte for
-// byte, for a retry with the same key and body; after a 5xx the retry
-// carries the same purchase on.
+// success or a client error, but not "still being processed" — is kept for
+// 24 hours and sent again, byte for byte, for a retry with the same key and
+// body; after a 5xx the retry carries the same purchase on.
 
 import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -68,13 +69,18 @@ func (h *Handler) idempotent(fn purchaseFunc) authedFunc {
 
 		rec := httptest.NewRecorder()
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		if err := fn(rec, r, p, start.PurchaseID); err != nil {
+		err = fn(rec, r, p, start.PurchaseID)
+		if err != nil {
 			writeError(rec, h.logger, err)
 		}
-		if err := h.svc.FinishIdempotent(r.Context(), p.UserID, key, fingerprint, rec.Code, rec.Body.Bytes()); err != nil {
-			// The purchase is done; only its replay is missing: a retry gets
-			// its outcome (accounts/idempotency.go).
-			h.logger.Error("recording the answer of an idempotent request", zap.Error(err))
+		// A purchase that settlement is still ending has no outcome to keep:
+		// a retry after settlement gets it.
+		if !errors.Is(err, accounts.ErrPurchaseSettling) {
+			if err := h.svc.FinishIdempotent(r.Context(), p.UserID, key, fingerprint, rec.Code, rec.Body.Bytes()); err != nil {
+				// The purchase is done; only its replay is missing: a retry
+				// gets its outcome (accounts/idempotency.go).
+				h.logger.Error("recording the answer of an idempotent request", zap.Error(err))
+			}
 		}
 		for k, v := range rec.Header() {
 			w.Header()[k] = v

@@ -187,6 +187,52 @@ func TestIdempotentAbandonedRequest(t *testing.T) {
 	})
 }
 
+// TestIdempotentSettlingIsNotTheAnswer: a retry while settlement ends an
+// interrupted purchase is told to retry ("still being processed"), and that
+// answer is not kept: once settlement has ended the purchase, the next retry
+// gets the outcome, which is then kept.
+func TestIdempotentSettlingIsNotTheAnswer(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st accounts.Store) {
+		e := newHTTPEnv(t, st, 1<<12)
+		pool := e.pool("alpha", accounts.PoolActive, 3, false)
+		uid, tok := e.user("ray@example.test", billing.TestCardVisa)
+		path, body := "/api/pools/alpha/subscribe", `{"blocks":["europe"]}`
+
+		// A node died charging this purchase; a settler holds its intent.
+		const id = "sub-interrupted"
+		e.update(func(tx accounts.Tx) error {
+			now := e.clock()
+			if err := tx.PutIdempotentRequest(&accounts.IdempotentRequest{UserID: uid, Key: "k", Fingerprint: fingerprint(pool.ID, body),
+				ResourceID: id, CreatedAt: now.Add(-11 * time.Minute)}); err != nil {
+				return err
+			}
+			return tx.CreateChargeIntent(&accounts.ChargeIntent{ID: id, UserID: uid, SubscriptionID: id, Kind: accounts.IntentSubscribe,
+				Amount: "10", IdempotencyKey: billing.SubscribeKey(id), Status: accounts.IntentSettling, CreatedAt: now, UpdatedAt: now})
+		})
+		for range 2 {
+			r, _, replayed := e.purchase(path, tok, body, "k")
+			if r.Status != 409 || !strings.Contains(r.Error, "still being processed") || replayed {
+				t.Fatalf("while settling: %d %q (replayed %v), want a 409 still being processed, not a replay", r.Status, r.Error, replayed)
+			}
+		}
+		// The settler gave up; the next pass finds nothing charged.
+		e.advance(16 * time.Minute)
+		if _, err := e.svc.SettleIntents(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+		r, _, replayed := e.purchase(path, tok, body, "k")
+		if r.Status != 409 || !strings.Contains(r.Error, "bought nothing") || replayed {
+			t.Fatalf("after settlement: %d %q (replayed %v), want the outcome: 409 bought nothing", r.Status, r.Error, replayed)
+		}
+		if r, _, replayed := e.purchase(path, tok, body, "k"); !strings.Contains(r.Error, "bought nothing") || !replayed {
+			t.Errorf("the outcome is not kept: %d %q (replayed %v)", r.Status, r.Error, replayed)
+		}
+		if e.proc.Calls() != 0 {
+			t.Errorf("%d processor calls; a settling purchase must not be charged again", e.proc.Calls())
+		}
+	})
+}
+
 // TestIdempotentConcurrentRetries: retries racing the first request buy
 // once; each answer is the purchase or a 409 "still being processed".
 func TestIdempotentConcurrentRetries(t *testing.T) {
