@@ -68,6 +68,7 @@ type keyedPurchase struct {
 	final      answer // zero when the attempts ran out
 	last       string // the last attempt's answer or error, for the log when they ran out
 	retried5xx bool   // a 5xx (a lost answer among them) was retried
+	settling   bool   // a retry was told settlement is ending the purchase
 }
 
 type retryResult struct {
@@ -107,6 +108,9 @@ func purchaseWithRetries(t *testing.T, c *e2e.Caddy, kills int) *retryResult {
 						a.status == http.StatusConflict && strings.Contains(string(a.body), "still being processed")
 					if err == nil && a.status >= 500 {
 						p.retried5xx = true
+					}
+					if err == nil && a.status == http.StatusConflict && strings.Contains(string(a.body), "being settled") {
+						p.settling = true
 					}
 					if p.last = a.String(); err != nil {
 						p.last = err.Error()
@@ -191,7 +195,7 @@ func (r *retryResult) check(t *testing.T, label string, st accounts.Store) {
 		}
 	}
 	var (
-		succeeded, chargesOfSucceeded, twice, keptUnbought, unpaid, unanswered, retried int
+		succeeded, chargesOfSucceeded, twice, keptUnbought, unpaid, unanswered, retried, settling int
 	)
 	for _, p := range r.purchases {
 		ch := per[p]
@@ -204,6 +208,9 @@ func (r *retryResult) check(t *testing.T, label string, st accounts.Store) {
 		}
 		if p.retried5xx {
 			retried++
+		}
+		if p.settling {
+			settling++
 		}
 		switch {
 		case p.final.status == 0:
@@ -240,6 +247,7 @@ func (r *retryResult) check(t *testing.T, label string, st accounts.Store) {
 	Info(t, "purchase retries: purchases ("+label+")", float64(len(r.purchases)), "purchases")
 	Info(t, "purchase retries: purchases answered 201 ("+label+")", float64(succeeded), "purchases")
 	Info(t, "purchase retries: purchases that retried a 5xx ("+label+")", float64(retried), "purchases")
+	Info(t, "purchase retries: purchases told settlement was ending them ("+label+")", float64(settling), "purchases")
 	Zero(t, "purchase retries: purchases left without a final answer ("+label+")", unanswered, "purchases")
 	Info(t, "purchase retries: kills ("+label+")", float64(r.kills), "kills")
 }
