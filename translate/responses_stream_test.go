@@ -16,7 +16,8 @@ import (
 // checkResponsesGrammar checks a Responses event stream: response.created
 // and response.in_progress first; sequence numbers counting from 0; items
 // added one at a time in output_index order, each opened, filled and closed
-// with the events of its kind, deltas adding up to the done texts; and one
+// with the events of its kind, deltas adding up to the done texts, a call
+// done with the call_id and name it was added with; and one
 // terminal event last — response.completed or response.incomplete, whose
 // output is the items done, or response.failed after an error event.
 // content asks that function arguments add up to JSON (when the upstream's
@@ -29,6 +30,7 @@ func checkResponsesGrammar(evs []sseEvent, content bool) error {
 		open     = -1 // output_index of the open item
 		kind     string
 		itemID   string
+		call     string // a function_call item's call_id and name when added
 		acc      strings.Builder
 		partOpen bool
 		done     []string // the items done, raw
@@ -79,6 +81,7 @@ func checkResponsesGrammar(evs []sseEvent, content bool) error {
 			if kind == "function_call" && (d.Get("item.call_id").String() == "" || d.Get("item.arguments").String() != "") {
 				return fmt.Errorf("event %d: %s", i, ev.Data)
 			}
+			call = d.Get("item.call_id").String() + " " + d.Get("item.name").String()
 		case "response.reasoning_summary_part.added", "response.content_part.added":
 			if err := ref(); err != nil {
 				return err
@@ -131,6 +134,9 @@ func checkResponsesGrammar(evs []sseEvent, content bool) error {
 				got = item.Get("content.0.text").String()
 			case "function_call":
 				got = item.Get("arguments").String()
+				if c := item.Get("call_id").String() + " " + item.Get("name").String(); c != call {
+					return fmt.Errorf("event %d: call %q done, %q added", i, c, call)
+				}
 				if content && item.Get("status").String() == "completed" && got != "" && !json.Valid([]byte(got)) {
 					return fmt.Errorf("event %d: arguments %q are not JSON", i, got)
 				}
