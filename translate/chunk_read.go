@@ -10,8 +10,10 @@ package translate
 // chunkRead is a chat chunk as the translators read it, in one walk: its
 // top-level members and, of its choices, those they act on (index 0, or
 // none given: a translated client asked for one choice), each with the
-// members of its delta and message. It is chatTop, chunkChoices and
-// chunkDelta (read_chat.go) read at once; Stream keeps one for reuse.
+// members of its delta and message. It is chatTop, chunkChoice and
+// chunkDelta (read_chat.go) read at once; Stream keeps one for reuse. The
+// member-by-member readers it replaced are the reference in
+// stream_old_test.go.
 type chunkRead struct {
 	top     chatTop
 	choices []choiceRead
@@ -124,7 +126,7 @@ func extend[T any](s []T) ([]T, *T) {
 }
 
 // dropUnlessFirst drops the choice just added, c, unless its index is 0 or
-// not a number (chunkChoices.next). r may be nil.
+// not a number: a translated client asked for one choice. r may be nil.
 func (r *chunkRead) dropUnlessFirst(c *choiceRead) {
 	if r == nil {
 		return

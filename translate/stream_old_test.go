@@ -16,6 +16,65 @@ func (t *chatTop) read(s string) {
 	}
 }
 
+// chunkChoices walks the choices of a chunk.
+type chunkChoices struct{ it iter }
+
+func chunkChoicesOf(raw string) chunkChoices {
+	it, _ := arrIter(raw)
+	return chunkChoices{it}
+}
+
+// next reads into c the next element of the first choice (index 0, or
+// none): a translated client asked for one choice. It reports false at the
+// end. (The readers fill the caller's value: on the hot path that is
+// measurably cheaper than returning these structs.)
+func (cs *chunkChoices) next(c *chunkChoice) bool {
+	for {
+		raw, ok := cs.it.elem()
+		if !ok {
+			return false
+		}
+		*c = chunkChoice{}
+		it, _ := objIter(raw)
+		for {
+			k, v, ok := it.next()
+			if !ok {
+				break
+			}
+			switch k {
+			case "index":
+				c.index = v
+			case "delta":
+				c.delta, c.deltaOrMessage = v, v
+			case "message":
+				c.deltaOrMessage = v
+			case "finish_reason":
+				c.finish = v
+			case "stop_reason", "matched_stop":
+				if isStr(v) {
+					c.matched = v
+				}
+			}
+		}
+		if n, ok := toInt(c.index); !ok || n == 0 {
+			return true
+		}
+	}
+}
+
+// read is chunkDelta's reader as it was.
+func (x *chunkDelta) read(d string) {
+	*x = chunkDelta{}
+	it, _ := objIter(d)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			return
+		}
+		x.set(k, v)
+	}
+}
+
 func (s *Stream) chatChunkOld(d string) {
 	var t chatTop
 	t.read(d)
