@@ -163,7 +163,8 @@ func normalizeEmail(email string) (string, error) {
 // maxLabel bounds names and labels of keys so a list stays readable.
 const maxLabel = 200
 
-// checkLabel validates a user-supplied name or label.
+// checkLabel validates a user-supplied name or label: the one check behind
+// user names, key names, combined-key labels and management-key names.
 func checkLabel(field, v string, required bool) error {
 	if required && v == "" {
 		return Invalid("%s is required", field)
@@ -171,12 +172,32 @@ func checkLabel(field, v string, required bool) error {
 	if len([]rune(v)) > maxLabel {
 		return Invalid("%s is longer than %d characters", field, maxLabel)
 	}
-	for _, r := range v {
-		if r < 0x20 || r == 0x7f {
-			return Invalid("%s must not contain control characters", field)
+	for i, r := range []rune(v) {
+		if unsafeInLabel(r) {
+			return Invalid("%s must not contain control characters or text-direction marks (U+%04X at character %d); use plain text", field, r, i+1)
 		}
 	}
 	return nil
+}
+
+// unsafeInLabel reports the characters a name shown to people must not
+// hold: C0 and C1 controls (U+0085 breaks a line in some viewers), and the
+// bidirectional marks, embeddings, overrides and isolates that make a name
+// read differently from what it is (U+202E turns "txt.exe" around).
+func unsafeInLabel(r rune) bool {
+	switch {
+	case r < 0x20, r >= 0x7f && r <= 0x9f: // C0, DEL, C1
+		return true
+	case r == 0x061c, r == 0x200e, r == 0x200f: // Arabic letter mark, LRM, RLM
+		return true
+	case r >= 0x202a && r <= 0x202e: // LRE, RLE, PDF, LRO, RLO
+		return true
+	case r >= 0x2066 && r <= 0x2069: // LRI, RLI, FSI, PDI
+		return true
+	case r == 0x2028, r == 0x2029: // line and paragraph separators
+		return true
+	}
+	return false
 }
 
 // usageFlushEvery is how often recorded management-key uses are written.

@@ -298,7 +298,8 @@ func (s *Service) retryPastDue(ctx context.Context, userID string, pm billing.Pa
 // subscribe, it writes a charge intent first (intents.go).
 func (s *Service) retryCharge(ctx context.Context, sub *Subscription, c *Charge, pm billing.PaymentMethod) (bool, error) {
 	idem := billing.RetryKey(sub.ID, c.ID, pm.ID)
-	in := &ChargeIntent{UserID: sub.UserID, SubscriptionID: sub.ID, ChargeID: c.ID, Kind: IntentRetry, Amount: c.Amount, IdempotencyKey: idem}
+	in := &ChargeIntent{UserID: sub.UserID, SubscriptionID: sub.ID, ChargeID: c.ID, Kind: IntentRetry, Amount: c.Amount,
+		MethodID: pm.ID, IdempotencyKey: idem}
 	if err := s.writeIntent(ctx, in); errors.Is(err, ErrConflict) {
 		// This card was tried for this charge before: the processor would
 		// answer with that outcome again.
@@ -307,10 +308,10 @@ func (s *Service) retryCharge(ctx context.Context, sub *Subscription, c *Charge,
 	} else if err != nil {
 		return false, fmt.Errorf("writing the charge intent: %w", err)
 	}
-	ref, err := s.processor.Charge(ctx, billing.ChargeRequest{
+	ref, err := s.chargeFixed(ctx, billing.ChargeRequest{
 		UserID: sub.UserID, MethodID: pm.ID, Amount: c.Amount, IdempotencyKey: idem,
 		Description: fmt.Sprintf("Timeblock subscription %s, past-due period from %s", sub.ID, c.PeriodStart.Format(time.DateOnly)),
-	})
+	}, in.CreatedAt, false)
 	if errors.Is(err, billing.ErrDeclined) {
 		s.finishIntent(ctx, in.ID, IntentVoid, "")
 		s.logger.Info("past-due retry declined", zap.String("subscription_id", sub.ID))

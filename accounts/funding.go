@@ -4,13 +4,15 @@ package accounts
 // only when the pool goes live.
 //
 //	draft ──► funding ──(goal reached, or the operator)──► activating ──(operator)──► active ◄──► paused
-//	  ▲          │                                             │
-//	  └──────────┴───────(deadline passed below the goal, or the operator)
+//	  ▲          │  ◄──(pledges withdrawn below the goal, or the operator)──┤
+//	  └──────────┴───────(deadline passed below the goal, or the operator)──┘
 //
 // A subscribe on a funding or activating pool records a pledge: the
 // subscription is pledged, holds its seats, has no key and charges nothing
 // (a saved card is still required: it is what activation charges). The
-// pledge is withdrawn at once with DELETE /api/pools/:id/pledge.
+// pledge is withdrawn at once with DELETE /api/pools/:id/pledge. One user
+// may pledge at most PledgeSeatLimit seats per block of a pool, so that
+// nobody holds a pool's seats for free.
 //
 // The funding pass (RunFunding, with every lifecycle pass on every node,
 // and at once after the operator moves a pool) reconciles the store with
@@ -18,7 +20,12 @@ package accounts
 // finished by the next pass:
 //
 //   - a funding pool whose pledges reach its goal moves to activating;
-//   - a funding pool past its deadline below the goal moves to draft;
+//   - a pool its goal moved to activating whose pledges are under the goal
+//     again (withdrawn) moves back to funding (the withdrawal moves it in
+//     its own transaction; the pass finishes what a crash left);
+//   - a funding or activating pool past its deadline below the goal moves
+//     to draft (at or above the goal an activating pool stays: the
+//     operator decides);
 //   - a draft pool's pledges are released (canceled, nothing charged);
 //   - an active pool's pledges are charged, each once, off-session.
 //
@@ -31,9 +38,9 @@ package accounts
 // the outcome and marks the intent done or void: paid → active (pending_key
 // on manual pools) with its period starting then; declined (or the bank
 // asks for authentication, which a charge made from the server cannot
-// give) → past_due with a failed charge, recovered like a failed renewal
-// when a working card is saved, canceled with its seats freed at the end
-// of the grace period. A node that dies between the two leaves the intent
+// give) → canceled at once with a failed charge, its seats free for other
+// buyers: its owner never had service, and a card that fails must not
+// hold seats through a grace period. A node that dies between the two leaves the intent
 // pending: after settleGrace another pass takes it over and calls the
 // processor again with the same key, which answers with the first outcome
 // instead of charging again. Settlement (intents.go) leaves these intents
@@ -44,6 +51,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"strings"
 	"time"
 
 	"github.com/timeblock/timeblock/accounts/billing"
@@ -56,6 +64,9 @@ const (
 	StatusByOperator = "operator"
 	StatusByGoal     = "goal reached"
 	StatusByDeadline = "deadline passed"
+	// StatusByWithdrawal: withdrawals took the pledges of a pool its goal
+	// had moved to activating under the goal again; it is funding.
+	StatusByWithdrawal = "pledges withdrawn"
 )
 
 // endOfTime is a cutoff later than any intent's UpdatedAt.
@@ -69,8 +80,9 @@ const (
 	NoticePledgeRecorded = "pledge recorded"
 	NoticePledgeReleased = "pledge released"
 	NoticeGoalReached    = "goal reached"
+	NoticeGoalLost       = "goal no longer reached" // to the operator: back to funding
 	NoticePoolLive       = "pool live and charged"
-	NoticeChargeFailed   = "charge failed"
+	NoticeChargeFailed   = "charge failed" // the pledge is released
 )
 
 // Outcomes of a pledge's charge at activation (FundingMetrics).
@@ -89,6 +101,56 @@ type FundingMetrics interface {
 
 // takesPledges reports whether a subscribe on p records a pledge.
 func takesPledges(p *Pool) bool { return p.Status == PoolFunding || p.Status == PoolActivating }
+
+// PledgeSeatLimit is the most seats one user may pledge per block of p
+// (all their pledges on p together): its max_pledge_seats or, unset, half
+// its seats per hour and at least 1, so that one account cannot hold every
+// seat of a pool that charges nothing until it goes live.
+func PledgeSeatLimit(p *Pool) int {
+	if p.MaxPledgeSeats > 0 {
+		return p.MaxPledgeSeats
+	}
+	return max(1, p.Slots/2)
+}
+
+// checkPledgeLimitTx refuses a pledge that would take the user's pledged
+// seats in one of the order's blocks of pool over PledgeSeatLimit: 400
+// when the quantity alone does, 409 with what is left otherwise. Run in
+// the transaction that creates the pledge, so that two pledges of one user
+// racing are serialized by the store and cannot both get through.
+func checkPledgeLimitTx(tx Tx, pool *Pool, userID string, o *subscribeOrder) error {
+	limit := PledgeSeatLimit(pool)
+	if o.quantity > limit {
+		return Invalid("pool %s takes at most %d pledged seat(s) per block from one user, and this pledge asks for %d; pledge %d or fewer",
+			pool.Slug, limit, o.quantity, limit)
+	}
+	subs, err := tx.ListSubscriptionsByUser(userID)
+	if err != nil {
+		return err
+	}
+	held := make(map[Block]int)
+	for _, sub := range subs {
+		if sub.PoolID != pool.ID || sub.Status != SubPledged {
+			continue
+		}
+		for _, b := range sub.Blocks {
+			held[b] += sub.Quantity
+		}
+	}
+	left := limit
+	var full []string
+	for _, b := range o.blocks {
+		left = min(left, max(0, limit-held[b]))
+		if held[b]+o.quantity > limit {
+			full = append(full, fmt.Sprintf("%d in %s", held[b], b))
+		}
+	}
+	if len(full) == 0 {
+		return nil
+	}
+	return Conflict("pool %s takes at most %d pledged seat(s) per block from one user; you already pledge %s, so %d more seat(s) per block can be pledged in %s and this pledge of %d is refused; nothing was pledged. Pledge fewer seats, or withdraw a pledge first (DELETE /api/pools/%s/pledge)",
+		pool.Slug, limit, strings.Join(full, ", "), left, blockList(o.blocks), o.quantity, pool.Slug)
+}
 
 // funding is what a pool's pledges add up to.
 type funding struct {
@@ -137,6 +199,13 @@ func (s *Service) pledge(ctx context.Context, user *User, pool *Pool, order *sub
 			if err != nil {
 				return err
 			}
+			cur, err := tx.GetPool(pool.ID)
+			if err != nil {
+				return err
+			}
+			if err := checkPledgeLimitTx(tx, cur, user.ID, order); err != nil {
+				return err
+			}
 			return tx.CreateSubscription(sub)
 		})
 		if !errors.Is(err, ErrConflict) || attempt == seatAttempts {
@@ -165,19 +234,87 @@ func (s *Service) pledge(ctx context.Context, user *User, pool *Pool, order *sub
 
 // withdrawPledgeTx cancels a pledge at once: seats freed, nothing charged.
 // A pledge whose charge is under way (its pool went live) cannot be
-// withdrawn any more: that is a 409.
-func withdrawPledgeTx(tx Tx, sub *Subscription, now time.Time) error {
+// withdrawn any more: that is a 409. When the withdrawal takes the pledges
+// of a pool its goal moved to activating under the goal, the pool is
+// funding again in the same transaction: the caller tells of it
+// (fellBack) once it commits.
+func withdrawPledgeTx(tx Tx, sub *Subscription, now time.Time) (*fallBack, error) {
 	// Every open intent, whatever its time: another node's clock may be ahead.
 	open, err := tx.ListOpenChargeIntents(endOfTime)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, in := range open {
 		if in.Kind == IntentPledge && in.SubscriptionID == sub.ID {
-			return Conflict("pledge %s is being charged now that its pool is live; it can no longer be withdrawn. Once it is active, cancel it at the end of its period instead", sub.ID)
+			return nil, Conflict("pledge %s is being charged now that its pool is live; it can no longer be withdrawn. Once it is active, cancel it at the end of its period instead", sub.ID)
 		}
 	}
-	return cancelTx(tx, sub, now)
+	if err := cancelTx(tx, sub, now); err != nil {
+		return nil, err
+	}
+	return fallBackTx(tx, sub.PoolID, now)
+}
+
+// fallBack is a pool that went back from activating to funding: its
+// pledges (pledged, a monthly amount) are under its goal again.
+type fallBack struct {
+	pool    *Pool
+	pledged string
+}
+
+// fallBackTx moves a pool that its goal moved to activating back to
+// funding when its pledges are under the goal again, and returns it (nil
+// when it stays). A pool the operator moved to activating stays: the
+// operator chose it, below the goal or not.
+func fallBackTx(tx Tx, poolID string, now time.Time) (*fallBack, error) {
+	p, err := tx.GetPool(poolID)
+	if err != nil || p.Status != PoolActivating || p.StatusReason != StatusByGoal || p.FundingGoal == "" {
+		return nil, err
+	}
+	f, err := fundingTx(tx, p.ID)
+	if err != nil || f.goalReached(p) {
+		return nil, err
+	}
+	if err := movePoolTx(tx, p, PoolFunding, StatusByWithdrawal, now); err != nil {
+		return nil, err
+	}
+	return &fallBack{pool: p, pledged: formatAmount(f.pledged)}, nil
+}
+
+// fellBack logs, counts and tells the operator of a pool back to funding
+// (nil: nothing to tell). Past its deadline, the funding pass returns it
+// to draft: it is asked for now.
+func (s *Service) fellBack(ctx context.Context, fb *fallBack) {
+	if fb == nil {
+		return
+	}
+	p := fb.pool
+	s.logger.Warn("funding goal no longer reached: pledges were withdrawn, so the pool is funding again and moves to activating by itself once pledges reach the goal; to go live anyway, make it active with POST /timeblock/pools/"+p.Slug+"/status {\"status\":\"active\"}",
+		zap.String("pool", p.Slug), zap.String("goal", p.FundingGoal), zap.String("pledged", fb.pledged))
+	s.poolMoved(p, PoolActivating, PoolFunding, StatusByWithdrawal)
+	s.notifyFunding(ctx, nil, FundingNotice{Kind: NoticeGoalLost, Pool: p, Amount: fb.pledged})
+	if !p.FundingDeadline.IsZero() && !p.FundingDeadline.After(s.clock()) {
+		s.Kick()
+	}
+}
+
+// checkFallBack is fallBackTx in its own transaction, for the funding
+// pass: it finishes a withdrawal that committed without moving the pool
+// (a node that ran an older build, or a goal raised by a reload). It
+// reports whether the pool moved; failures are logged.
+func (s *Service) checkFallBack(ctx context.Context, poolID string) bool {
+	var fb *fallBack
+	err := s.store.Update(ctx, func(tx Tx) error {
+		var err error
+		fb, err = fallBackTx(tx, poolID, s.clock())
+		return err
+	})
+	if err != nil {
+		s.logger.Warn("checking a funding goal failed: the next funding pass tries again", zap.String("pool_id", poolID), zap.Error(err))
+		return false
+	}
+	s.fellBack(ctx, fb)
+	return fb != nil
 }
 
 // checkGoal moves a funding pool whose pledges reached its goal to
@@ -258,7 +395,10 @@ func checkTransition(tx Tx, p *Pool, to string) error {
 				return err
 			}
 			if n > 0 {
-				return Conflict("pool %s is %s with %d live subscription(s): it cannot go back to draft; pause it instead (status paused) to stop new sales while their keys keep working", p.Slug, from, n)
+				if from == PoolPaused {
+					return Conflict("pool %s is paused with %d live subscription(s): it cannot go back to draft while they are live. It already takes no new subscriptions, so keep it paused; move it to draft once every subscription has been canceled or has ended", p.Slug, n)
+				}
+				return Conflict("pool %s is active with %d live subscription(s): it cannot go back to draft while they are live. Pause it instead (status paused) to stop new sales while their keys keep working, and move it to draft once every subscription has been canceled or has ended", p.Slug, n)
 			}
 		}
 		return nil
@@ -408,17 +548,18 @@ func movedAtRunTime(p *Pool) bool { return p.StatusReason != "" && p.StatusReaso
 // FundingReport counts what one funding pass did.
 type FundingReport struct {
 	Activating int // pools whose goal was reached
+	FellBack   int // pools activating by their goal whose pledges are under it again: back to funding
 	Expired    int // pools past their deadline below the goal: back to draft
 	Released   int // pledges released (their pool is draft)
 	Charged    int // pledges paid at activation
-	Declined   int // pledges whose charge failed: past_due
+	Declined   int // pledges whose charge failed: released
 	Skipped    int // pledges another node is charging
 	Failed     int // errors (logged; retried on the next pass)
 }
 
 // Acted reports whether the pass changed anything.
 func (r FundingReport) Acted() bool {
-	return r.Activating+r.Expired+r.Released+r.Charged+r.Declined+r.Failed > 0
+	return r.Activating+r.FellBack+r.Expired+r.Released+r.Charged+r.Declined+r.Failed > 0
 }
 
 // RunFunding makes one funding pass (see the top of this file). It is safe
@@ -440,8 +581,9 @@ func (s *Service) RunFunding(ctx context.Context) (FundingReport, error) {
 			return rep, ctx.Err()
 		}
 		switch p.Status {
-		case PoolFunding:
-			if !p.FundingDeadline.IsZero() && !p.FundingDeadline.After(now) {
+		case PoolFunding, PoolActivating:
+			switch {
+			case !p.FundingDeadline.IsZero() && !p.FundingDeadline.After(now):
 				moved, err := s.expireFunding(ctx, p.ID)
 				if err != nil {
 					rep.Failed++
@@ -450,8 +592,14 @@ func (s *Service) RunFunding(ctx context.Context) (FundingReport, error) {
 					rep.Expired++
 					p.Status = PoolDraft // release its pledges in this pass
 				}
-			} else if s.checkGoal(ctx, p.ID) {
-				rep.Activating++
+			case p.Status == PoolFunding:
+				if s.checkGoal(ctx, p.ID) {
+					rep.Activating++
+				}
+			default:
+				if s.checkFallBack(ctx, p.ID) {
+					rep.FellBack++
+				}
 			}
 		}
 		switch p.Status {
@@ -471,11 +619,14 @@ func (s *Service) RunFunding(ctx context.Context) (FundingReport, error) {
 	return rep, errors.Join(errs...)
 }
 
-// expireFunding returns a funding pool past its deadline, still below its
-// goal, to draft (its pledges are released by the caller's pass).
+// expireFunding returns a funding or activating pool past its deadline,
+// still below its goal, to draft (its pledges are released by the
+// caller's pass). An activating pool at or above its goal stays: the
+// operator decides.
 func (s *Service) expireFunding(ctx context.Context, poolID string) (bool, error) {
 	var (
 		moved *Pool
+		from  string
 		total string
 	)
 	err := s.store.Update(ctx, func(tx Tx) error {
@@ -485,14 +636,18 @@ func (s *Service) expireFunding(ctx context.Context, poolID string) (bool, error
 			return err
 		}
 		now := s.clock()
-		if p.Status != PoolFunding || p.FundingDeadline.IsZero() || p.FundingDeadline.After(now) {
+		if !takesPledges(p) || p.FundingDeadline.IsZero() || p.FundingDeadline.After(now) {
 			return nil
 		}
 		f, err := fundingTx(tx, p.ID)
 		if err != nil {
 			return err
 		}
+		from = p.Status
 		if f.goalReached(p) {
+			if p.Status == PoolActivating {
+				return nil
+			}
 			moved, total = p, formatAmount(f.pledged)
 			return movePoolTx(tx, p, PoolActivating, StatusByGoal, now) // reached at the last minute
 		}
@@ -512,9 +667,9 @@ func (s *Service) expireFunding(ctx context.Context, poolID string) (bool, error
 		return false, nil
 	}
 	s.logger.Warn("funding deadline passed below the goal: the pool is draft again and its pledges are released, nothing charged",
-		zap.String("pool", moved.Slug), zap.String("goal", moved.FundingGoal), zap.String("pledged", total),
+		zap.String("pool", moved.Slug), zap.String("from", from), zap.String("goal", moved.FundingGoal), zap.String("pledged", total),
 		zap.Time("deadline", moved.FundingDeadline))
-	s.poolMoved(moved, PoolFunding, PoolDraft, StatusByDeadline)
+	s.poolMoved(moved, from, PoolDraft, StatusByDeadline)
 	return true, nil
 }
 
@@ -586,7 +741,7 @@ func (s *Service) chargePledges(ctx context.Context, p *Pool, rep *FundingReport
 		case in == nil:
 			rep.Skipped++
 		default:
-			s.settlePledge(ctx, in, rep, errs)
+			s.settlePledge(ctx, in, false, rep, errs)
 		}
 	}
 }
@@ -622,6 +777,15 @@ func (s *Service) claimPledge(ctx context.Context, subID string) (*ChargeIntent,
 		}
 		c := &ChargeIntent{ID: newID(), UserID: sub.UserID, SubscriptionID: sub.ID, Kind: IntentPledge,
 			Amount: amount, IdempotencyKey: billing.PledgeKey(sub.ID), Status: IntentPending, CreatedAt: now, UpdatedAt: now}
+		// The card is fixed here: every retry of this charge re-sends it
+		// (charge_fixed.go). No card: the charge is declined.
+		u, err := tx.GetUser(sub.UserID)
+		if err != nil {
+			return err
+		}
+		if u.PaymentMethod != nil {
+			c.MethodID = u.PaymentMethod.ID
+		}
 		if err := tx.CreateChargeIntent(c); err != nil {
 			return err
 		}
@@ -678,15 +842,16 @@ func (s *Service) reclaimPledgeCharges(ctx context.Context, rep *FundingReport, 
 		if in != nil {
 			s.logger.Info("taking over a pledge charge left unfinished", zap.String("subscription_id", in.SubscriptionID),
 				zap.String("intent_id", in.ID))
-			s.settlePledge(ctx, in, rep, errs)
+			s.settlePledge(ctx, in, true, rep, errs)
 		}
 	}
 }
 
-// settlePledge charges a claimed pledge under its idempotency key and
-// records the outcome. An unknown outcome leaves the intent pending, for
-// reclaimPledgeCharges.
-func (s *Service) settlePledge(ctx context.Context, in *ChargeIntent, rep *FundingReport, errs *[]error) {
+// settlePledge charges a claimed pledge under its idempotency key, on the
+// card its intent fixed (charge_fixed.go; a takeover asks the processor
+// first what became of the key), and records the outcome. An unknown
+// outcome leaves the intent pending, for reclaimPledgeCharges.
+func (s *Service) settlePledge(ctx context.Context, in *ChargeIntent, takeover bool, rep *FundingReport, errs *[]error) {
 	var (
 		user *User
 		pool *Pool
@@ -709,15 +874,22 @@ func (s *Service) settlePledge(ctx context.Context, in *ChargeIntent, rep *Fundi
 		return
 	}
 	var ref string
-	declined, reason := user.PaymentMethod == nil, "no card is saved"
+	methodID, askFirst := in.MethodID, takeover
+	if methodID == "" && user.PaymentMethod != nil {
+		// No card when it was claimed, or an intent written before its
+		// card was kept: the card saved now, once the processor says
+		// nothing was charged under the key.
+		methodID, askFirst = user.PaymentMethod.ID, true
+	}
+	declined, reason := methodID == "", "no card is saved"
 	if !declined {
-		ref, err = s.processor.Charge(ctx, billing.ChargeRequest{
+		ref, err = s.chargeFixed(ctx, billing.ChargeRequest{
 			UserID:         in.UserID,
-			MethodID:       user.PaymentMethod.ID,
+			MethodID:       methodID,
 			Amount:         in.Amount,
 			IdempotencyKey: in.IdempotencyKey,
 			Description:    fmt.Sprintf("Timeblock %s: pledge %s, first period (the pool is live)", pool.Slug, in.SubscriptionID),
-		})
+		}, in.CreatedAt, askFirst)
 		if errors.Is(err, billing.ErrDeclined) {
 			declined, reason, err = true, billing.DeclineReason(err), nil
 			if reason == "" {
@@ -752,10 +924,10 @@ func (s *Service) settlePledge(ctx context.Context, in *ChargeIntent, rep *Fundi
 	if declined {
 		rep.Declined++
 		s.pledgeCharged(pool, PledgeDeclined)
-		s.logger.Info("pledge charge declined at activation: past due", zap.String("subscription_id", in.SubscriptionID),
+		s.logger.Info("pledge charge declined at activation: the pledge is released, its seats free, nothing charged", zap.String("subscription_id", in.SubscriptionID),
 			zap.String("pool", pool.Slug), zap.String("amount", in.Amount), zap.String("reason", reason))
 		s.notifyFunding(ctx, user, FundingNotice{Kind: NoticeChargeFailed, Pool: pool, SubscriptionID: in.SubscriptionID,
-			Amount: in.Amount, Reason: reason, GraceEnds: s.clock().Add(s.gracePeriod)})
+			Amount: in.Amount, Reason: reason})
 		return
 	}
 	rep.Charged++
@@ -767,8 +939,10 @@ func (s *Service) settlePledge(ctx context.Context, in *ChargeIntent, rep *Fundi
 
 // recordPledge records a pledge's charge in one transaction with its
 // intent: paid → active (pending_key on manual pools), its period starting
-// now; declined → past_due with the failed charge to retry. It returns
-// the subscription's new status, "" when the intent was settled already.
+// now; declined → canceled, its seats freed at once (no key, no past-due
+// grace: its owner never had service), with the failed charge recorded. It
+// returns the subscription's new status, "" when the intent was settled
+// already.
 func (s *Service) recordPledge(ctx context.Context, in *ChargeIntent, declined bool, ref string) (string, error) {
 	var status string
 	err := s.store.Update(ctx, func(tx Tx) error {
@@ -800,18 +974,21 @@ func (s *Service) recordPledge(ctx context.Context, in *ChargeIntent, declined b
 		if err := tx.UpdateChargeIntent(cur); err != nil {
 			return err
 		}
+		if declined {
+			if err := cancelTx(tx, sub, now); err != nil {
+				return err
+			}
+			status = sub.Status
+			return tx.CreateCharge(charge)
+		}
 		pool, err := tx.GetPool(sub.PoolID)
 		if err != nil {
 			return err
 		}
 		sub.CurrentPeriodStart, sub.CurrentPeriodEnd, sub.UpdatedAt = now, nextPeriodEnd(now, sub.BillingCycle), now
-		switch {
-		case declined:
-			sub.Status, sub.PastDueSince = SubPastDue, now
-		case pool.ManualProvisioning:
+		sub.Status = SubActive
+		if pool.ManualProvisioning {
 			sub.Status = SubPendingKey
-		default:
-			sub.Status = SubActive
 		}
 		if err := tx.UpdateSubscription(sub); err != nil {
 			return err

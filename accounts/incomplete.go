@@ -29,7 +29,18 @@ package accounts
 //     customer completed it in the meantime (the activation was missed) the
 //     subscription is activated instead — its seats are still held, so
 //     nobody loses money and nobody loses a seat. Processor unreachable: the
-//     subscription stays incomplete and the next pass tries again.
+//     subscription stays incomplete and the next pass tries again;
+//   - the buyer canceled it (POST /api/subscriptions/:id/cancel,
+//     CancelIncomplete): the payment is canceled at the processor first;
+//     canceled → as failed; when the customer completed it first, the
+//     intent is claimed (pending → settling) while the subscription stays
+//     incomplete, the charge is refunded (RefundKey of the subscribe's key,
+//     so at most once whoever refunds), and then the subscription is
+//     canceled and the intent marked refunded in one transaction. Processor
+//     unreachable: nothing changes and the buyer retries. A claimed intent
+//     is the canceler's: the webhook and the confirm leave it alone
+//     (settleIncompleteTx), and if the canceler dies the expiry finishes
+//     the cancel (endCanceled) once the hold has run out.
 //
 // A payment that succeeds for a subscription already canceled (which a
 // canceled PaymentIntent cannot do, but a processor may report anything)
@@ -60,7 +71,10 @@ type IncompleteData struct {
 	Status         string `json:"status"` // incomplete
 	// ClientSecret finishes the payment in the browser (Stripe.js
 	// confirmCardPayment); absent from a confirm's answer.
-	ClientSecret  string    `json:"clientSecret,omitempty"`
+	ClientSecret string `json:"clientSecret,omitempty"`
+	// PaymentRef is the processor's reference of the waiting payment: the
+	// :ref of the built-in test processor's bank step (testbank.go).
+	PaymentRef    string    `json:"paymentRef,omitempty"`
 	Amount        string    `json:"amount"`
 	HoldExpiresAt time.Time `json:"holdExpiresAt"`
 }
@@ -111,7 +125,7 @@ func (s *Service) holdIncomplete(ctx context.Context, p *purchase, action *billi
 		Status: 402,
 		Message: fmt.Sprintf("your bank asks you to confirm this payment (3-D Secure): complete it with data.clientSecret (Stripe.js confirmCardPayment), then POST /api/subscriptions/%s/confirm. The seats are held until %s; nothing is charged unless you confirm",
 			sub.ID, hold.Format(time.RFC3339)),
-		Data: IncompleteData{SubscriptionID: sub.ID, Status: SubIncomplete, ClientSecret: action.ClientSecret, Amount: in.Amount, HoldExpiresAt: hold},
+		Data: IncompleteData{SubscriptionID: sub.ID, Status: SubIncomplete, ClientSecret: action.ClientSecret, PaymentRef: action.Ref, Amount: in.Amount, HoldExpiresAt: hold},
 	}
 }
 
@@ -152,6 +166,9 @@ func settleIncompleteTx(tx Tx, sub *Subscription, state, ref string, now time.Ti
 	if err != nil {
 		return "", err
 	}
+	if in != nil && in.Status == IntentSettling {
+		return "", nil // claimed by the buyer's cancel, which refunds it (endCanceled)
+	}
 	switch state {
 	case billing.PaymentSucceeded:
 		pool, err := tx.GetPool(sub.PoolID)
@@ -191,6 +208,7 @@ func settleIncompleteTx(tx Tx, sub *Subscription, state, ref string, now time.Ti
 				return "", err
 			}
 		}
+		sub.CurrentPeriodEnd = now // never paid: no period to show
 		return SubCanceled, cancelTx(tx, sub, now)
 	}
 	return "", nil
@@ -255,6 +273,9 @@ func (s *Service) ConfirmSubscription(ctx context.Context, userID, subID string)
 			// A reservation whose card is being charged (subscribe.go).
 			return nil, Conflict("the payment of subscription %s is still being processed and waits for nobody's confirmation; look again in a moment", subID)
 		}
+		if in.Status == IntentSettling {
+			return nil, Conflict("subscription %s is being canceled (its payment is being refunded); look at it again in a moment", subID)
+		}
 		ref := in.ProcessorRef
 		state, err := s.processor.PaymentStatus(ctx, ref)
 		if err != nil {
@@ -266,7 +287,7 @@ func (s *Service) ConfirmSubscription(ctx context.Context, userID, subID string)
 			hold := sub.CreatedAt.Add(IncompleteHold)
 			return nil, &Error{Status: 402,
 				Message: fmt.Sprintf("the payment still waits for your bank's confirmation (3-D Secure); finish it and confirm again before %s", hold.Format(time.RFC3339)),
-				Data:    IncompleteData{SubscriptionID: sub.ID, Status: SubIncomplete, Amount: in.Amount, HoldExpiresAt: hold}}
+				Data:    IncompleteData{SubscriptionID: sub.ID, Status: SubIncomplete, PaymentRef: ref, Amount: in.Amount, HoldExpiresAt: hold}}
 		case billing.PaymentSucceeded, billing.PaymentFailed:
 			status, err := s.settleIncomplete(ctx, subID, state, ref)
 			if err != nil {
@@ -352,6 +373,15 @@ func (s *Service) ExpireIncomplete(ctx context.Context) (int, error) {
 			errs = append(errs, fmt.Errorf("subscription %s: canceling its payment: %w", in.SubscriptionID, err))
 			continue
 		}
+		if in.Status == IntentSettling {
+			// A buyer's cancel that stopped half-way: finish it.
+			if _, err := s.endCanceled(ctx, in.SubscriptionID, in, state); err != nil {
+				errs = append(errs, fmt.Errorf("subscription %s: finishing its cancel: %w", in.SubscriptionID, err))
+			} else {
+				n++
+			}
+			continue
+		}
 		status, err := s.settleIncomplete(ctx, in.SubscriptionID, state, in.ProcessorRef)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("subscription %s: %w", in.SubscriptionID, err))
@@ -373,4 +403,182 @@ func (s *Service) cancelPayment(ctx context.Context, ref, idem string) {
 	if _, err := s.processor.CancelPayment(cctx, ref, billing.CancelKey(idem)); err != nil {
 		s.logger.Warn("canceling the payment of a canceled incomplete subscription failed", zap.String("payment_ref", ref), zap.Error(err))
 	}
+}
+
+// NotIncompleteError is CancelIncomplete's answer for a subscription that is
+// not an unpaid purchase: a 409 (it unwraps to the *Error the API answers)
+// whose message says how to end a subscription in that state.
+type NotIncompleteError struct {
+	SubscriptionID string
+	Status         string // the subscription's status
+	err            *Error
+}
+
+func (e *NotIncompleteError) Error() string { return e.err.Message }
+
+// Unwrap returns the 409 to answer.
+func (e *NotIncompleteError) Unwrap() error { return e.err }
+
+func notIncomplete(sub *Subscription) *NotIncompleteError {
+	var what string
+	switch sub.Status {
+	case SubActive, SubPendingKey, SubPastDue:
+		what = "it is paid: cancel it at the end of its period instead (POST /api/subscriptions/" + sub.ID + "/cancel does that for a paid subscription; nothing is refunded)"
+	case SubPledged:
+		what = "it is a pledge: withdraw it with DELETE /api/pools/:id/pledge or POST /api/subscriptions/" + sub.ID + "/cancel"
+	case SubCanceled:
+		what = "it has already ended and holds no seats; nothing is left to cancel"
+	default:
+		what = "only an unpaid purchase (incomplete) is canceled at once"
+	}
+	return &NotIncompleteError{SubscriptionID: sub.ID, Status: sub.Status,
+		err: Conflict("subscription %s is %s, not an unpaid purchase: %s", sub.ID, sub.Status, what)}
+}
+
+// CancelSubscription is POST /api/subscriptions/:id/cancel: an unpaid
+// (incomplete) purchase is canceled at once (CancelIncomplete), any other
+// subscription is set to cancel at the end of its period, or a pledge
+// withdrawn (SetCancelAtPeriodEnd).
+func (s *Service) CancelSubscription(ctx context.Context, userID, subID string) (*CancelResult, error) {
+	res, err := s.CancelIncomplete(ctx, userID, subID)
+	if _, ok := errors.AsType[*NotIncompleteError](err); ok {
+		return s.SetCancelAtPeriodEnd(ctx, userID, subID, true)
+	}
+	return res, err
+}
+
+// CancelIncomplete cancels one of the user's unpaid purchases (an
+// incomplete subscription waiting for 3-D Secure) at once: its payment is
+// canceled at the processor, or refunded when the customer completed it
+// first, and the subscription ends canceled with its seats free (see the
+// top of this file). The answer has withdrawn true, and refunded true when
+// a payment was refunded. Another user's subscription is a 404, one in any
+// other state a *NotIncompleteError (409); when the processor cannot be
+// reached nothing changes (the seats stay held) and the answer says to
+// retry.
+func (s *Service) CancelIncomplete(ctx context.Context, userID, subID string) (*CancelResult, error) {
+	sub, err := s.userSubscription(ctx, userID, subID)
+	if err != nil {
+		return nil, err
+	}
+	if sub.Status != SubIncomplete {
+		return nil, notIncomplete(sub)
+	}
+	in, err := s.openPayment(ctx, subID)
+	if err != nil {
+		return nil, fmt.Errorf("cancel %s: %w", subID, err)
+	}
+	if in != nil && in.ProcessorRef == "" {
+		// A reservation whose card is being charged right now (subscribe.go).
+		return nil, Conflict("the payment of subscription %s is being processed right now; look again in a moment: it ends paid or released by itself", subID)
+	}
+	state := billing.PaymentFailed // no open payment: nothing to cancel
+	if in != nil {
+		hold := sub.CreatedAt.Add(IncompleteHold).Format(time.RFC3339)
+		state, err = s.processor.CancelPayment(ctx, in.ProcessorRef, billing.CancelKey(in.IdempotencyKey))
+		if err == nil && state == billing.PaymentWaiting {
+			err = fmt.Errorf("payment %s still waits after its cancellation", in.ProcessorRef)
+		}
+		if err != nil {
+			s.logger.Error("cancel: canceling the payment at the processor", zap.String("subscription_id", subID), zap.Error(err))
+			return nil, &Error{Status: 502, Message: fmt.Sprintf("the payment processor could not cancel the payment just now; nothing changed (the seats stay held until %s). Try again in a moment", hold)}
+		}
+	}
+	refunded, err := s.endCanceled(ctx, subID, in, state)
+	if err != nil {
+		return nil, err
+	}
+	s.logger.Info("unpaid purchase canceled by its buyer", zap.String("user_id", userID),
+		zap.String("subscription_id", subID), zap.Bool("refunded", refunded))
+	s.publishKeyChange(ctx, userID)
+	return &CancelResult{Canceled: true, SubscriptionID: subID, CurrentPeriodEnd: s.clock(), Withdrawn: true, Refunded: refunded}, nil
+}
+
+// endCanceled ends an incomplete subscription whose buyer canceled it,
+// once its payment (in, nil when it has none) was canceled at the processor
+// and ended in state. A failed (canceled) payment: the subscription is
+// canceled and the intent void in one transaction. A payment the customer
+// completed first: the intent is claimed (settling; the subscription stays
+// incomplete, its seats held), the charge refunded, then the subscription
+// canceled and the intent marked refunded in one transaction; a failure
+// leaves the claim for a retry of the cancel or the expiry, never seats
+// freed with the charge unrefunded. It reports whether it refunded.
+func (s *Service) endCanceled(ctx context.Context, subID string, in *ChargeIntent, state string) (bool, error) {
+	paid := in != nil && state == billing.PaymentSucceeded
+	if paid {
+		var (
+			active   *Subscription // no longer incomplete
+			recorded bool          // the payment is a recorded charge
+		)
+		err := s.store.Update(ctx, func(tx Tx) error {
+			active, recorded = nil, false
+			sub, err := tx.GetSubscription(subID)
+			if err != nil {
+				return err
+			}
+			if sub.Status != SubIncomplete {
+				active = sub
+				charges, err := tx.ListCharges(subID)
+				for _, c := range charges {
+					recorded = recorded || c.ProcessorRef == in.ProcessorRef
+				}
+				return err
+			}
+			cur, err := tx.GetChargeIntent(in.ID)
+			if err != nil {
+				return err
+			}
+			switch cur.Status {
+			case IntentPending:
+				cur.Status, cur.UpdatedAt = IntentSettling, s.clock()
+				return tx.UpdateChargeIntent(cur)
+			case IntentSettling:
+				return nil // claimed by an earlier cancel: carried on
+			}
+			return fmt.Errorf("intent %s of incomplete subscription %s is %s", in.ID, subID, cur.Status)
+		})
+		if err != nil {
+			return false, fmt.Errorf("cancel %s: claiming its payment for a refund: %w", subID, err)
+		}
+		if active != nil && (active.Status != SubCanceled || recorded) {
+			return false, Conflict("your bank confirmed the payment before the cancel reached it: subscription %s is paid and %s now. Cancel it again to end it at the end of its period (no refund), or ask the operator for a refund", subID, active.Status)
+		}
+		// Still incomplete and claimed, or canceled unpaid meanwhile (a
+		// concurrent cancel: refunding again under the same key refunds
+		// nothing twice, and makes sure of it).
+		if err := s.refundCharge(ctx, in.ProcessorRef, in.IdempotencyKey, "its buyer canceled the unpaid purchase "+subID+" after the bank had confirmed it"); err != nil {
+			return false, &Error{Status: 502, Message: "the payment went through before the cancel and its refund could not be made just now; the seats stay held until it is. Try the cancel again in a moment"}
+		}
+	}
+	err := s.store.Update(ctx, func(tx Tx) error {
+		sub, err := tx.GetSubscription(subID)
+		if err != nil {
+			return err
+		}
+		if sub.Status != SubIncomplete {
+			return nil // ended meanwhile (a webhook's failure, or a repeat)
+		}
+		now := s.clock()
+		if in != nil {
+			cur, err := tx.GetChargeIntent(in.ID)
+			if err != nil {
+				return err
+			}
+			if cur.Status == IntentPending || cur.Status == IntentSettling {
+				cur.Status, cur.UpdatedAt = IntentVoid, now
+				if paid {
+					cur.Status = IntentRefunded
+				}
+				if err := tx.UpdateChargeIntent(cur); err != nil {
+					return err
+				}
+			}
+		}
+		sub.CurrentPeriodEnd = now // never paid: no period to show
+		return cancelTx(tx, sub, now)
+	})
+	if err != nil {
+		return false, fmt.Errorf("cancel %s: %w", subID, err)
+	}
+	return paid, nil
 }

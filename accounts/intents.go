@@ -195,6 +195,26 @@ func (s *Service) refundCharge(ctx context.Context, ref, chargeKey, why string) 
 	return nil
 }
 
+// chargeRecorded reports whether ref is a succeeded charge of the
+// subscription's records.
+func (s *Service) chargeRecorded(ctx context.Context, subID, ref string) (bool, error) {
+	recorded := false
+	err := s.store.View(ctx, func(tx Tx) error {
+		recorded = false
+		charges, err := tx.ListCharges(subID)
+		if err != nil {
+			return err
+		}
+		for _, c := range charges {
+			if c.ProcessorRef == ref && c.Status == ChargeSucceeded {
+				recorded = true
+			}
+		}
+		return nil
+	})
+	return recorded, err
+}
+
 // SettlementReport counts what one settlement pass did.
 type SettlementReport struct {
 	Done     int // the charge was recorded after all
@@ -342,11 +362,21 @@ func (s *Service) resolveIntent(ctx context.Context, in *ChargeIntent) (string, 
 	}
 	final := IntentVoid
 	if found {
-		// 3. Refund.
-		if err := s.refundCharge(ctx, ref, in.IdempotencyKey, "settlement: charged without a record"); err != nil {
-			return "", fmt.Errorf("refunding %s: %w", ref, err)
+		recorded, err := s.chargeRecorded(ctx, in.SubscriptionID, ref)
+		if err != nil {
+			return "", fmt.Errorf("reading the charges of %s: %w", in.SubscriptionID, err)
 		}
-		final = IntentRefunded
+		if recorded {
+			// Recorded by another path (the processor's event) after
+			// all: kept, not refunded.
+			final = IntentDone
+		} else {
+			// 3. Refund.
+			if err := s.refundCharge(ctx, ref, in.IdempotencyKey, "settlement: charged without a record"); err != nil {
+				return "", fmt.Errorf("refunding %s: %w", ref, err)
+			}
+			final = IntentRefunded
+		}
 	}
 	err = s.store.Update(ctx, func(tx Tx) error {
 		cur, err := tx.GetChargeIntent(id)
@@ -360,7 +390,7 @@ func (s *Service) resolveIntent(ctx context.Context, in *ChargeIntent) (string, 
 		if err := tx.UpdateChargeIntent(cur); err != nil {
 			return err
 		}
-		if cur.Kind == IntentSubscribe {
+		if cur.Kind == IntentSubscribe && final != IntentDone {
 			return deleteReservationTx(tx, cur.SubscriptionID)
 		}
 		return nil

@@ -486,7 +486,8 @@ func TestRenewalCrashAfterChargeEndsConsistent(t *testing.T) {
 }
 
 // The test processor's ledger in the store answers a repeated idempotency key
-// with the first outcome, across processor instances (a restart).
+// with the first outcome, across processor instances (a restart), and
+// refuses the key with other parameters, as Stripe does.
 func TestTestProcessorLedgerIsDurable(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		e := newEnv(t, st)
@@ -494,7 +495,11 @@ func TestTestProcessorLedgerIsDurable(t *testing.T) {
 		ref, err := billing.NewTestProcessorOn(accounts.TestLedger(st)).Charge(e.ctx, req)
 		e.must(err)
 		again := billing.NewTestProcessorOn(accounts.TestLedger(st))
-		req.Amount = "99.00"
+		other := req
+		other.Amount = "99.00"
+		if _, err := again.Charge(e.ctx, other); !errors.As(err, new(*billing.IdempotencyError)) {
+			t.Errorf("the key again with another amount: %v, want an idempotency error", err)
+		}
 		ref2, err := again.Charge(e.ctx, req)
 		e.must(err)
 		if ref2 != ref || len(again.Ledger()) != 1 {
@@ -513,7 +518,6 @@ func TestTestProcessorLedgerIsDurable(t *testing.T) {
 		if _, err := again.Charge(e.ctx, decl); !errors.Is(err, billing.ErrDeclined) {
 			t.Errorf("declined card: %v", err)
 		}
-		decl.MethodID = billing.TestCardVisa
 		if _, err := billing.NewTestProcessorOn(accounts.TestLedger(st)).Charge(e.ctx, decl); !errors.Is(err, billing.ErrDeclined) {
 			t.Errorf("repeat of a declined key: %v, want the first outcome (declined)", err)
 		}

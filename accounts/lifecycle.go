@@ -195,12 +195,13 @@ func cancelTx(tx Tx, sub *Subscription, now time.Time) error {
 func (s *Service) renew(ctx context.Context, subID string, now time.Time) (dueOutcome, error) {
 	// Claim the period.
 	var (
-		charge *Charge
-		method *billing.PaymentMethod
-		userID string
+		charge   *Charge
+		method   *billing.PaymentMethod
+		userID   string
+		takeover bool
 	)
 	err := s.store.Update(ctx, func(tx Tx) error {
-		charge, method = nil, nil
+		charge, method, takeover = nil, nil, false
 		cur, err := tx.GetSubscription(subID)
 		if err != nil {
 			return err
@@ -216,7 +217,7 @@ func (s *Service) renew(ctx context.Context, subID string, now time.Time) (dueOu
 		for _, c := range charges {
 			if c.PeriodStart.Equal(cur.CurrentPeriodEnd) {
 				if c.Status == ChargePending && now.Sub(c.CreatedAt) >= claimTimeout {
-					charge = c // abandoned claim: take it over
+					charge, takeover = c, true // abandoned claim: take it over
 				}
 				break
 			}
@@ -247,6 +248,9 @@ func (s *Service) renew(ctx context.Context, subID string, now time.Time) (dueOu
 			Status:         ChargePending,
 			CreatedAt:      s.clock(),
 		}
+		if method != nil {
+			charge.MethodID = method.ID // the request is fixed here (charge_fixed.go)
+		}
 		return tx.CreateCharge(charge)
 	})
 	if errors.Is(err, ErrConflict) {
@@ -259,17 +263,22 @@ func (s *Service) renew(ctx context.Context, subID string, now time.Time) (dueOu
 		return outcomeSkipped, nil
 	}
 
-	// Charge.
+	// Charge: the card of the claim, whatever the user saved since; a
+	// takeover asks the processor first what became of the claim's key.
 	var ref string
-	declined := method == nil
-	if method != nil {
-		ref, err = s.processor.Charge(ctx, billing.ChargeRequest{
+	methodID, askFirst := charge.MethodID, takeover
+	if methodID == "" && takeover && method != nil {
+		methodID, askFirst = method.ID, true // a claim written before its card was kept
+	}
+	declined := methodID == ""
+	if !declined {
+		ref, err = s.chargeFixed(ctx, billing.ChargeRequest{
 			UserID:         userID,
-			MethodID:       method.ID,
+			MethodID:       methodID,
 			Amount:         charge.Amount,
 			IdempotencyKey: billing.RenewalKey(subID, charge.PeriodStart),
 			Description:    fmt.Sprintf("Timeblock subscription %s, period from %s", subID, charge.PeriodStart.Format(time.DateOnly)),
-		})
+		}, charge.CreatedAt, askFirst)
 		if errors.Is(err, billing.ErrDeclined) {
 			declined, err = true, nil
 		}
@@ -280,8 +289,31 @@ func (s *Service) renew(ctx context.Context, subID string, now time.Time) (dueOu
 	}
 
 	// Record.
+	recorded, err := s.recordRenewal(ctx, subID, charge.ID, declined, ref)
+	if err != nil {
+		// Left pending: a later pass reclaims it, and the processor answers
+		// the same idempotency key with this outcome.
+		return outcomeSkipped, fmt.Errorf("recording renewal: %w", err)
+	}
+	if !recorded {
+		return outcomeSkipped, nil
+	}
+	s.publishKeyChange(ctx, userID)
+	if declined {
+		s.logger.Info("renewal declined: subscription past due", zap.String("subscription_id", subID), zap.String("amount", charge.Amount))
+		return outcomePastDue, nil
+	}
+	s.logger.Info("subscription renewed", zap.String("subscription_id", subID), zap.String("amount", charge.Amount), zap.String("charge_ref", ref))
+	return outcomeRenewed, nil
+}
+
+// recordRenewal records the outcome of a renewal claim (a pending Charge)
+// and, when its subscription still renews that period, the period paid or
+// the subscription past due. It reports whether the subscription moved;
+// a claim recorded already is left alone (false).
+func (s *Service) recordRenewal(ctx context.Context, subID, chargeID string, declined bool, ref string) (bool, error) {
 	var recorded bool
-	err = s.store.Update(ctx, func(tx Tx) error {
+	err := s.store.Update(ctx, func(tx Tx) error {
 		recorded = false
 		cur, err := tx.GetSubscription(subID)
 		if err != nil {
@@ -293,7 +325,7 @@ func (s *Service) renew(ctx context.Context, subID string, now time.Time) (dueOu
 		}
 		var c *Charge
 		for _, x := range charges {
-			if x.ID == charge.ID {
+			if x.ID == chargeID {
 				c = x
 			}
 		}
@@ -323,21 +355,7 @@ func (s *Service) renew(ctx context.Context, subID string, now time.Time) (dueOu
 		recorded = true
 		return tx.UpdateSubscription(cur)
 	})
-	if err != nil {
-		// Left pending: a later pass reclaims it, and the processor answers
-		// the same idempotency key with this outcome.
-		return outcomeSkipped, fmt.Errorf("recording renewal: %w", err)
-	}
-	if !recorded {
-		return outcomeSkipped, nil
-	}
-	s.publishKeyChange(ctx, userID)
-	if declined {
-		s.logger.Info("renewal declined: subscription past due", zap.String("subscription_id", subID), zap.String("amount", charge.Amount))
-		return outcomePastDue, nil
-	}
-	s.logger.Info("subscription renewed", zap.String("subscription_id", subID), zap.String("amount", charge.Amount), zap.String("charge_ref", ref))
-	return outcomeRenewed, nil
+	return recorded, err
 }
 
 // RunWorker runs a lifecycle pass, a settlement pass (SettleIntents) and a

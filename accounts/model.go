@@ -128,6 +128,10 @@ type Pool struct {
 	// zero = none (funding.go).
 	FundingGoal     string
 	FundingDeadline time.Time
+	// MaxPledgeSeats is the most seats one user may pledge per block of a
+	// funding pool (all their pledges on the pool together); 0 = the
+	// default, PledgeSeatLimit (funding.go).
+	MaxPledgeSeats int
 	// ConfigStatus is the status the configuration last gave the pool, and
 	// StatusReason what set Status (StatusByConfig until the pool moves at
 	// run time: the operator endpoint, goal reached, deadline passed). Once
@@ -285,7 +289,11 @@ type Charge struct {
 	Amount         string    // exact decimal USD
 	Status         string    // "pending", "succeeded", "failed"
 	ProcessorRef   string
-	CreatedAt      time.Time
+	// MethodID is the card a renewal claim charges, fixed when the claim is
+	// written: a takeover re-sends the same request (the processor refuses
+	// its key with another card). "" on records made before it was kept.
+	MethodID  string
+	CreatedAt time.Time
 }
 
 // ChargeIntent is written, in its own transaction, before the processor is
@@ -299,6 +307,11 @@ type ChargeIntent struct {
 	ChargeID       string // the Charge record a retry pays, "" for a subscribe
 	Kind           string // IntentSubscribe or IntentRetry
 	Amount         string // exact decimal USD
+	// MethodID is the card the processor is asked to charge, fixed when the
+	// intent is written: every retry under IdempotencyKey re-sends this
+	// request, whatever card the user saves meanwhile. "" on intents
+	// written before it was kept (a retry then asks FindCharge first).
+	MethodID       string
 	IdempotencyKey string // what the processor was asked to charge under
 	Status         string // IntentPending → IntentDone | IntentSettling → IntentRefunded | IntentVoid
 	ProcessorRef   string // set once known

@@ -1,7 +1,8 @@
 package accounts
 
 // Funding notices (funding.go): a pledge recorded or released, the goal
-// reached, the pool live and the pledge charged, the charge failed.
+// reached or no longer reached, the pool live and the pledge charged, the
+// charge failed (the pledge released).
 
 import (
 	"context"
@@ -17,10 +18,9 @@ import (
 type FundingNotice struct {
 	Kind           string // one of the Notice* kinds
 	Pool           *Pool
-	SubscriptionID string    // the pledge; "" for the operator's notices
-	Amount         string    // charged, due at activation, or pledged in all (goal reached)
-	Reason         string    // why a charge failed
-	GraceEnds      time.Time // until when a failed charge can be settled
+	SubscriptionID string // the pledge; "" for the operator's notices
+	Amount         string // charged, due at activation, or pledged in all (goal reached or lost)
+	Reason         string // why a charge failed
 }
 
 // Funding logs the notice.
@@ -94,6 +94,13 @@ func fundingMessage(from, to string, user *User, fn FundingNotice, now time.Time
 			"Start its model server, then make it active with\r\n\r\n"+
 			"  curl -X POST localhost:2019/timeblock/pools/%s/status -d '{\"status\":\"active\"}'\r\n\r\n"+
 			"which charges every pledge.", slug, fn.Amount, oneLine(fn.Pool.FundingGoal), slug)
+	case NoticeGoalLost:
+		subject = "Funding goal no longer reached: " + pool
+		body = fmt.Sprintf("Pledges to pool %s were withdrawn: %s USD a month is pledged now, under its goal of %s, so it is funding again.\r\n"+
+			"It moves to activating by itself once pledges reach the goal again; until then there is no need to start its model server.\r\n"+
+			"To go live anyway, make it active with\r\n\r\n"+
+			"  curl -X POST localhost:2019/timeblock/pools/%s/status -d '{\"status\":\"active\"}'\r\n\r\n"+
+			"which charges every pledge.", slug, fn.Amount, oneLine(fn.Pool.FundingGoal), slug)
 	case NoticePoolLive:
 		subject = pool + " is live: your key can be created"
 		next := fmt.Sprintf("Create its key with POST /api/keys/subscription {\"subscriptionId\":\"%s\"} or on your account page.", fn.SubscriptionID)
@@ -104,10 +111,12 @@ func fundingMessage(from, to string, user *User, fn FundingNotice, now time.Time
 		body = fmt.Sprintf("%s is live. Your pledge %s was charged %s USD for its first period and is now a subscription.\r\n%s",
 			pool, fn.SubscriptionID, fn.Amount, next)
 	case NoticeChargeFailed:
-		subject = "Payment failed for " + pool
-		body = fmt.Sprintf("%s is live, but charging %s USD for your pledge %s failed (%s).\r\n"+
-			"Your seats are held until %s: save a working card (POST /api/billing/setup-intent or your account page) and it is charged again at once. "+
-			"After that the seats are released.", pool, fn.Amount, fn.SubscriptionID, oneLine(fn.Reason), fn.GraceEnds.UTC().Format(time.RFC3339))
+		subject = "Your pledge for " + pool + " is released: the card was declined"
+		body = fmt.Sprintf("%s is live, but your card was declined when your pledge %s was charged %s USD (%s).\r\n"+
+			"Nothing was charged, and the pledge is released: its seats are free again.\r\n"+
+			"You can buy seats like any buyer now: save a working card (POST /api/billing/setup-intent or your account page), "+
+			"then subscribe (POST /api/pools/%s/subscribe or your account page) while seats are free.",
+			pool, fn.SubscriptionID, fn.Amount, oneLine(fn.Reason), slug)
 	default:
 		return nil, fmt.Errorf("notice: unknown funding notice %q", fn.Kind)
 	}

@@ -158,13 +158,15 @@ func TestSMTPFundingNotices(t *testing.T) {
 		{accounts.NoticePledgeReleased, "wes@example.test", "Your pledge for Kimi Bcc: evil@example.test is released", user, []string{"Nothing was charged"}},
 		{accounts.NoticeGoalReached, "ops@example.test", "Funding goal reached: Kimi Bcc: evil@example.test", nil, []string{"/timeblock/pools/kimi/status", `"status":"active"`, "goal 600"}},
 		{accounts.NoticePoolLive, "wes@example.test", "Kimi Bcc: evil@example.test is live: your key can be created", user, []string{"charged 35 USD", "POST /api/keys/subscription"}},
-		{accounts.NoticeChargeFailed, "wes@example.test", "Payment failed for Kimi Bcc: evil@example.test", user, []string{"card declined", "2035-02-08T00:00:00Z", "setup-intent"}},
+		{accounts.NoticeGoalLost, "ops@example.test", "Funding goal no longer reached: Kimi Bcc: evil@example.test", nil, []string{"35 USD a month is pledged now, under its goal of 600", "funding again", "/timeblock/pools/kimi/status"}},
+		{accounts.NoticeChargeFailed, "wes@example.test", "Your pledge for Kimi Bcc: evil@example.test is released: the card was declined", user,
+			[]string{"card declined", "Nothing was charged", "seats are free again", "setup-intent", "POST /api/pools/kimi/subscribe"}},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			srv := startFakeSMTP(t)
 			n := accounts.SMTPNotifier{Addr: srv.addr, From: "keys@timeblock.test", Operator: "ops@example.test"}
 			err := n.Funding(context.Background(), tc.user, accounts.FundingNotice{Kind: tc.kind, Pool: pool, SubscriptionID: "sub-1",
-				Amount: "35", Reason: "card declined", GraceEnds: time.Date(2035, 2, 8, 0, 0, 0, 0, time.UTC)})
+				Amount: "35", Reason: "card declined"})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -33,6 +33,13 @@ package accounts
 //     dispute of it while that subscribe's intent is still open is answered
 //     503 and recorded nothing, so that the processor delivers it again once
 //     the subscription exists (or surely never will);
+//   - a charge succeeded whose outcome Timeblock has not recorded yet (its
+//     answer was lost, or its node died): a pledge's charge at activation
+//     still pending makes the pledge paid (recordPledge), a renewal claim
+//     still pending pays its period (recordRenewal), a past-due retry whose
+//     intent is pending marks it done with the charge it records — as the
+//     caller would have, had the answer arrived. A retry whose intent a
+//     settler holds is answered 503, delivered again once settled;
 //   - a card setup that waited for the card holder succeeded: the card is
 //     saved and past-due charges retried, as the page's call back would
 //     have done (applySetupSucceeded; not in one transaction, see there).
@@ -99,6 +106,11 @@ func (s *Service) ApplyProcessorEvent(ctx context.Context, ev ProcessorEvent) (*
 	op, subID, rest := billing.ParseKey(ev.IdempotencyKey)
 	if op == billing.ChargeSubscribe && ev.Kind == EventChargeSucceeded && ev.Ref != "" {
 		if err := s.refundUnrecordedSubscribe(ctx, ev, subID); err != nil {
+			return nil, fmt.Errorf("processor event %s: %w", ev.ID, err)
+		}
+	}
+	if ev.Kind == EventChargeSucceeded && ev.Ref != "" {
+		if err := s.completePendingCharge(ctx, ev, op, subID, rest); err != nil {
 			return nil, fmt.Errorf("processor event %s: %w", ev.ID, err)
 		}
 	}
@@ -206,6 +218,13 @@ func (s *Service) ApplyProcessorEvent(ctx context.Context, ev ProcessorEvent) (*
 			if ev.Kind == EventChargeSucceeded && !paysCharge(op, rest, c) {
 				return nil
 			}
+			if op == billing.ChargeRetry {
+				// The retry's intent records this charge, so that
+				// settlement does not refund it as unrecorded.
+				if err := takeIntentByKeyTx(tx, ev.IdempotencyKey, ev.Ref, now); err != nil {
+					return err
+				}
+			}
 			c.Status, c.ProcessorRef = ChargeSucceeded, ev.Ref
 			if err := tx.UpdateCharge(c); err != nil {
 				return err
@@ -237,6 +256,90 @@ func (s *Service) ApplyProcessorEvent(ctx context.Context, ev ProcessorEvent) (*
 			zap.String("subscription_id", subID), zap.String("status", res.Effect))
 	}
 	return &res, nil
+}
+
+// takeIntentByKeyTx marks done the pending intent charged under key, whose
+// charge ref the caller records in tx. An intent a settler holds is a 503:
+// settlement decides, and the processor delivers the event again after.
+func takeIntentByKeyTx(tx Tx, key, ref string, now time.Time) error {
+	open, err := tx.ListOpenChargeIntents(endOfTime)
+	if err != nil {
+		return err
+	}
+	for _, in := range open {
+		if in.IdempotencyKey != key {
+			continue
+		}
+		if in.Status == IntentSettling {
+			return &Error{Status: 503, Message: "the charge this event reports is being settled; deliver the event again later"}
+		}
+		return markIntentDoneTx(tx, in.ID, ref, now)
+	}
+	return nil
+}
+
+// completePendingCharge records a successful charge of a pledge or a
+// renewal whose caller never learnt its outcome (see the top of this
+// file). Each record refuses what is recorded already, so a redelivery, or
+// the pass that charged it recording it too, changes nothing.
+func (s *Service) completePendingCharge(ctx context.Context, ev ProcessorEvent, op, subID, rest string) error {
+	switch op {
+	case billing.ChargePledge:
+		var in *ChargeIntent
+		err := s.store.View(ctx, func(tx Tx) error {
+			in = nil
+			open, err := tx.ListOpenChargeIntents(endOfTime)
+			if err != nil {
+				return err
+			}
+			for _, x := range open {
+				if x.IdempotencyKey == ev.IdempotencyKey && x.Status == IntentPending {
+					in = x
+				}
+			}
+			return nil
+		})
+		if err != nil || in == nil {
+			return err
+		}
+		status, err := s.recordPledge(ctx, in, false, ev.Ref)
+		if err != nil || status == "" {
+			return err
+		}
+		s.publishKeyChange(ctx, in.UserID)
+		s.logger.Info("pledge charge completed by the processor's event", zap.String("subscription_id", in.SubscriptionID),
+			zap.String("status", status), zap.String("charge_ref", ev.Ref))
+	case billing.ChargeRenewal:
+		periodStart, err := time.Parse(time.RFC3339Nano, rest)
+		if err != nil {
+			return nil // not a key Timeblock made
+		}
+		var claim *Charge
+		err = s.store.View(ctx, func(tx Tx) error {
+			claim = nil
+			charges, err := tx.ListCharges(subID)
+			if err != nil {
+				return err
+			}
+			for _, c := range charges {
+				if c.Status == ChargePending && c.PeriodStart.Equal(periodStart) {
+					claim = c
+				}
+			}
+			return nil
+		})
+		if err != nil || claim == nil {
+			return err
+		}
+		moved, err := s.recordRenewal(ctx, subID, claim.ID, false, ev.Ref)
+		if err != nil || !moved {
+			return err
+		}
+		s.publishKeyChange(ctx, claim.UserID)
+		s.logger.Info("renewal completed by the processor's event", zap.String("subscription_id", subID),
+			zap.String("charge_ref", ev.Ref))
+	}
+	return nil
 }
 
 // paysCharge reports whether a charge made under the key (op and the part

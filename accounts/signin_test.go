@@ -202,3 +202,102 @@ func TestSignInLinkUsedOnceUnderRace(t *testing.T) {
 		}
 	})
 }
+
+// The per-address link limit is counted in the store: two nodes on one
+// database send SignInLinksPerEmail links in total, not each, whether the
+// requests come one by one or all at once.
+func TestSignInLinkLimitHoldsAcrossNodes(t *testing.T) {
+	forEachStoreNodes(t, 2, func(t *testing.T, nodes []accounts.Store) {
+		e, a, links := signInEnv(t, nodes[0], accounts.SignUpOpen)
+		b, err := accounts.NewService(accounts.Config{Store: nodes[1], Secret: envSecret, TermsVersion: envTerms,
+			Processor: e.proc, Notifier: e.notifier, Now: e.clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for range links {
+			}
+		}()
+		ctx := context.Background()
+		node := []*accounts.Service{a, b}
+		for i := range accounts.SignInLinksPerEmail {
+			if err := node[i%2].RequestSignIn(ctx, "ada@example.com", linkFor); err != nil {
+				t.Fatalf("link %d: %v", i+1, err)
+			}
+			e.clock.Advance(time.Minute)
+		}
+		for _, n := range node {
+			ae := wantStatus(t, n.RequestSignIn(ctx, "Ada@Example.com", linkFor), http.StatusTooManyRequests, "too many sign-in links", "e-mail address")
+			// The oldest link leaves the window 15 minutes after it was asked, 10 from now.
+			if d, ok := ae.Data.(accounts.TooManySignInLinks); !ok || d.RetryAfter != 600 {
+				t.Errorf("data %#v, want RetryAfter 600 s", ae.Data)
+			}
+		}
+		// Another address is not held back by ada's limit; once her oldest
+		// link leaves the window, she may ask again.
+		if err := b.RequestSignIn(ctx, "bob@example.com", linkFor); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(10 * time.Minute)
+		if err := b.RequestSignIn(ctx, "ada@example.com", linkFor); err != nil {
+			t.Fatalf("after the window: %v", err)
+		}
+
+		// All at once on both nodes: still the limit in total.
+		var (
+			wg   sync.WaitGroup
+			mu   sync.Mutex
+			sent int
+		)
+		for i := range 4 * accounts.SignInLinksPerEmail {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := node[i%2].RequestSignIn(ctx, "carol@example.com", linkFor)
+				var ae *accounts.Error
+				switch {
+				case err == nil:
+					mu.Lock()
+					sent++
+					mu.Unlock()
+				case !errors.As(err, &ae) || ae.Status != http.StatusTooManyRequests:
+					t.Errorf("concurrent request: %v", err)
+				}
+			}()
+		}
+		wg.Wait()
+		if sent != accounts.SignInLinksPerEmail {
+			t.Fatalf("%d links sent to one address by two nodes at once, want %d", sent, accounts.SignInLinksPerEmail)
+		}
+	})
+}
+
+// Under invitation only, an address with no account reaches the limit as a
+// user's does, so the 429 does not tell which addresses have accounts.
+func TestSignInLinkLimitSameForUnknownAddresses(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st accounts.Store) {
+		_, svc, links := signInEnv(t, st, accounts.SignUpInvite)
+		ctx := context.Background()
+		if _, _, err := svc.CreateUser(ctx, "invited@example.com", ""); err != nil {
+			t.Fatal(err)
+		}
+		for _, email := range []string{"invited@example.com", "stranger@example.com"} {
+			for i := range accounts.SignInLinksPerEmail {
+				if err := svc.RequestSignIn(ctx, email, linkFor); err != nil {
+					t.Fatalf("%s link %d: %v", email, i+1, err)
+				}
+			}
+			wantStatus(t, svc.RequestSignIn(ctx, email, linkFor), http.StatusTooManyRequests)
+		}
+		for range accounts.SignInLinksPerEmail {
+			if n, _ := nextLink(t, links); n.email != "invited@example.com" {
+				t.Fatalf("a link went to %s", n.email)
+			}
+		}
+		select {
+		case n := <-links:
+			t.Fatalf("a link was sent to an address with no account: %+v", n)
+		case <-time.After(200 * time.Millisecond):
+		}
+	})
+}

@@ -73,9 +73,12 @@ type Tx interface {
 	// Sign-in link tokens, by token hash. TakeSignInToken deletes the token
 	// and returns it, so that of two uses at once exactly one gets it;
 	// DeleteSignInTokensExpired removes those expired at now and says how many.
+	// CountSignInTokens counts the tokens of email created at or after since,
+	// and returns the oldest one's creation time (zero when none).
 	CreateSignInToken(t *SignInToken) error
 	TakeSignInToken(tokenHash string) (*SignInToken, error)
 	DeleteSignInTokensExpired(now time.Time) (int, error)
+	CountSignInTokens(email string, since time.Time) (int, time.Time, error)
 
 	// Hourly usage of keys (usage.go). AddKeyUsage adds each row's counters
 	// to the stored ones of its (key, hour), creating them when absent;

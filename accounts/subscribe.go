@@ -292,7 +292,7 @@ func (s *Service) subscribe(ctx context.Context, userID, poolIDOrSlug string, re
 		user: user,
 		pool: pool,
 		intent: &ChargeIntent{ID: subID, UserID: userID, SubscriptionID: subID, Kind: IntentSubscribe,
-			Amount: order.amount, IdempotencyKey: billing.SubscribeKey(subID)},
+			Amount: order.amount, MethodID: user.PaymentMethod.ID, IdempotencyKey: billing.SubscribeKey(subID)},
 		resumable: resumable,
 	}
 	for attempt := 1; ; attempt++ {
@@ -368,8 +368,8 @@ func checkUnpaidTx(tx Tx, userID string, pool *Pool, now time.Time) error {
 			return Conflict("you already have a purchase on pool %s (subscription %s) whose payment is being processed; wait for its answer, or repeat it with its Idempotency-Key. One unpaid purchase per pool at a time",
 				pool.Slug, sub.ID)
 		}
-		return Conflict("you already have an unpaid purchase on pool %s (subscription %s) waiting for 3-D Secure: finish its payment (POST /api/subscriptions/%s/confirm) or let it lapse at %s. One unpaid purchase per pool at a time",
-			pool.Slug, sub.ID, sub.ID, sub.CreatedAt.Add(IncompleteHold).Format(time.RFC3339))
+		return Conflict("you already have an unpaid purchase on pool %s (subscription %s) waiting for 3-D Secure: finish its payment (POST /api/subscriptions/%s/confirm), cancel it (POST /api/subscriptions/%s/cancel) or let it lapse at %s. One unpaid purchase per pool at a time",
+			pool.Slug, sub.ID, sub.ID, sub.ID, sub.CreatedAt.Add(IncompleteHold).Format(time.RFC3339))
 	}
 	return nil
 }
@@ -377,20 +377,26 @@ func checkUnpaidTx(tx Tx, userID string, pool *Pool, now time.Time) error {
 // charge charges a reserved purchase and records the outcome.
 func (s *Service) charge(ctx context.Context, p *purchase) (*SubscribeResult, error) {
 	user := p.user
+	// The card is the one the purchase was first made with (charge_fixed.go),
+	// whatever the buyer saved since; a purchase carried on needs no card now.
+	method, askFirst := p.intent.MethodID, false
 	if user == nil { // a purchase carried on (SubscribeAs)
 		var err error
-		if user, err = s.purchaser(ctx, p.intent.UserID); err != nil {
+		if user, err = s.purchaser(ctx, p.intent.UserID, method == ""); err != nil {
 			return nil, err
 		}
 	}
+	if method == "" { // an intent written before its card was kept
+		method, askFirst = user.PaymentMethod.ID, true
+	}
 	sub := p.sub
-	ref, err := s.processor.Charge(ctx, billing.ChargeRequest{
+	ref, err := s.chargeFixed(ctx, billing.ChargeRequest{
 		UserID:         sub.UserID,
-		MethodID:       user.PaymentMethod.ID,
+		MethodID:       method,
 		Amount:         p.intent.Amount,
 		IdempotencyKey: p.intent.IdempotencyKey,
 		Description:    fmt.Sprintf("Timeblock %s: %s x%d, first %s", p.pool.Slug, blockList(sub.Blocks), sub.Quantity, sub.BillingCycle),
-	})
+	}, p.intent.CreatedAt, askFirst)
 	if action, ok := errors.AsType[*billing.ActionRequiredError](err); ok {
 		// The payment waits for the customer (3-D Secure): incomplete.go.
 		return nil, s.holdIncomplete(ctx, p, action)
@@ -401,8 +407,12 @@ func (s *Service) charge(ctx context.Context, p *purchase) (*SubscribeResult, er
 		if r := billing.DeclineReason(err); r != "" {
 			why = " The processor says: " + r
 		}
-		return nil, PaymentDeclined("your card (%s ending %s) was declined; nothing was created and no seat is held.%s Save another card with POST /api/billing/setup-intent and try again",
-			user.PaymentMethod.Brand, user.PaymentMethod.Last4, why)
+		card := "the card this purchase was first paid with"
+		if pm := user.PaymentMethod; pm != nil && pm.ID == method {
+			card = fmt.Sprintf("your card (%s ending %s)", pm.Brand, pm.Last4)
+		}
+		return nil, PaymentDeclined("%s was declined; nothing was created and no seat is held.%s Save another card with POST /api/billing/setup-intent and try again",
+			card, why)
 	}
 	if err != nil {
 		// The charge's outcome is unknown; the intent stays pending, and
@@ -441,8 +451,8 @@ func (s *Service) charge(ctx context.Context, p *purchase) (*SubscribeResult, er
 	return res, nil
 }
 
-// purchaser reads the buyer with the card to charge.
-func (s *Service) purchaser(ctx context.Context, userID string) (*User, error) {
+// purchaser reads the buyer; needCard refuses one without a saved card.
+func (s *Service) purchaser(ctx context.Context, userID string, needCard bool) (*User, error) {
 	var user *User
 	err := s.store.View(ctx, func(tx Tx) error {
 		var err error
@@ -452,7 +462,7 @@ func (s *Service) purchaser(ctx context.Context, userID string) (*User, error) {
 	if err != nil {
 		return nil, passClientError("subscribe", err)
 	}
-	if user.PaymentMethod == nil {
+	if needCard && user.PaymentMethod == nil {
 		return nil, Invalid(MsgNoPaymentMethod)
 	}
 	return user, nil

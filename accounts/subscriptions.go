@@ -28,6 +28,9 @@ type SubscriptionView struct {
 	Hours             []SeatView       `json:"hours"` // the seats held; empty once canceled
 	Key               *SubscriptionKey `json:"key"`   // null when the subscription has no standalone key
 	CreatedAt         time.Time        `json:"createdAt"`
+	// HoldExpiresAt is when an unpaid (incomplete) purchase lapses unless
+	// its payment is confirmed first; absent in any other status.
+	HoldExpiresAt *time.Time `json:"holdExpiresAt,omitempty"`
 }
 
 // SeatView is one held seat: one hour of one seat index.
@@ -64,6 +67,10 @@ func (s *Service) subscriptionView(sub *Subscription, pool *Pool, key *Key) (Sub
 	}
 	if pool != nil {
 		v.PoolSlug = pool.Slug
+	}
+	if sub.Status == SubIncomplete {
+		hold := sub.CreatedAt.Add(IncompleteHold)
+		v.HoldExpiresAt = &hold
 	}
 	seats := append([]Seat(nil), sub.Seats...)
 	sort.Slice(seats, func(i, j int) bool {
@@ -200,9 +207,13 @@ type CancelResult struct {
 	Canceled         bool      `json:"canceled"`
 	SubscriptionID   string    `json:"subscriptionId"`
 	CurrentPeriodEnd time.Time `json:"currentPeriodEnd"` // the key works until then
-	// Withdrawn says a pledge was canceled at once, nothing charged
-	// (currentPeriodEnd is then the time of the withdrawal).
+	// Withdrawn says a pledge or an unpaid purchase was canceled at once,
+	// its seats freed and nothing charged (currentPeriodEnd is then the time
+	// of the withdrawal).
 	Withdrawn bool `json:"withdrawn,omitempty"`
+	// Refunded says the unpaid purchase's payment went through before the
+	// cancel and was refunded in full (CancelIncomplete).
+	Refunded bool `json:"refunded,omitempty"`
 }
 
 // cancellable reports whether a cancellation can still be scheduled.
@@ -223,9 +234,10 @@ func (s *Service) CancelPledge(ctx context.Context, userID, poolIDOrSlug string)
 	var (
 		res       *CancelResult
 		withdrawn *Pool
+		fell      *fallBack
 	)
 	err := s.store.Update(ctx, func(tx Tx) error {
-		res, withdrawn = nil, nil
+		res, withdrawn, fell = nil, nil, nil
 		pool, subs, err := userPoolSubscriptionsTx(tx, userID, poolIDOrSlug)
 		if err != nil {
 			return err
@@ -238,7 +250,7 @@ func (s *Service) CancelPledge(ctx context.Context, userID, poolIDOrSlug string)
 		}
 		if pledge != nil {
 			now := s.clock()
-			if err := withdrawPledgeTx(tx, pledge, now); err != nil {
+			if fell, err = withdrawPledgeTx(tx, pledge, now); err != nil {
 				return err
 			}
 			res, withdrawn = &CancelResult{Canceled: true, SubscriptionID: pledge.ID, CurrentPeriodEnd: now, Withdrawn: true}, pool
@@ -266,9 +278,10 @@ func (s *Service) CancelPledge(ctx context.Context, userID, poolIDOrSlug string)
 	}
 	if withdrawn != nil {
 		s.logger.Info("pledge withdrawn", zap.String("user_id", userID), zap.String("subscription_id", res.SubscriptionID), zap.String("pool", withdrawn.Slug))
-		if u, err := s.purchaser(ctx, userID); err == nil {
+		if u, err := s.purchaser(ctx, userID, false); err == nil {
 			s.notifyFunding(ctx, u, FundingNotice{Kind: NoticePledgeReleased, Pool: withdrawn, SubscriptionID: res.SubscriptionID})
 		}
+		s.fellBack(ctx, fell)
 		return res, nil
 	}
 	s.publishKeyChange(ctx, userID)
@@ -319,8 +332,12 @@ func (s *Service) AllSubscriptions(ctx context.Context, userID string) ([]Subscr
 // key keeps working until then; nothing is refunded. Another user's
 // subscription is a 404.
 func (s *Service) SetCancelAtPeriodEnd(ctx context.Context, userID, subID string, cancel bool) (*CancelResult, error) {
-	var res *CancelResult
+	var (
+		res  *CancelResult
+		fell *fallBack
+	)
 	err := s.store.Update(ctx, func(tx Tx) error {
+		fell = nil
 		sub, err := tx.GetSubscription(subID)
 		if errors.Is(err, ErrNotFound) || (err == nil && sub.UserID != userID) {
 			return NotFound("subscription %s not found", subID)
@@ -336,7 +353,7 @@ func (s *Service) SetCancelAtPeriodEnd(ctx context.Context, userID, subID string
 			}
 			// A pledge has no period to finish: it is withdrawn at once.
 			now := s.clock()
-			if err := withdrawPledgeTx(tx, sub, now); err != nil {
+			if fell, err = withdrawPledgeTx(tx, sub, now); err != nil {
 				return err
 			}
 			res = &CancelResult{Canceled: true, SubscriptionID: sub.ID, CurrentPeriodEnd: now, Withdrawn: true}
@@ -357,6 +374,7 @@ func (s *Service) SetCancelAtPeriodEnd(ctx context.Context, userID, subID string
 	if err != nil {
 		return nil, passClientError("cancel at period end", err)
 	}
+	s.fellBack(ctx, fell)
 	s.publishKeyChange(ctx, userID)
 	return res, nil
 }

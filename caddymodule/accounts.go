@@ -45,7 +45,8 @@ type Accounts struct {
 	// signed-in user's e-mail (forward_auth's copy_headers, e.g.
 	// Remote-Email). Set it only on a handler behind forward_auth, on a
 	// route that first deletes the header from the client's request: the
-	// header is trusted as is, and e-mail sign-in links are off.
+	// header is trusted as is. E-mail sign-in is then off on every
+	// timeblock_accounts handler of the config, not only this one.
 	IdentityHeader string `json:"identity_header,omitempty"`
 
 	app  *App
@@ -69,6 +70,11 @@ func (a *Accounts) Provision(ctx caddy.Context) error {
 	}
 	a.app = app.(*App)
 	a.api = a.app.api
+	if a.IdentityHeader != "" {
+		// Requests come only after every handler is provisioned, so each
+		// handler of the app sees this before its first sign-in request.
+		a.app.identityProvider.Store(true)
+	}
 	if a.SiteAddress != "" || a.IdentityHeader != "" {
 		opts := a.app.apiOpts
 		opts.SiteAddress = strings.TrimSuffix(a.SiteAddress, "/")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -74,6 +75,12 @@ type App struct {
 	stopWorker context.CancelFunc
 	workerDone chan struct{}
 	logger     *zap.Logger
+
+	// identityProvider is set by any timeblock_accounts handler of this
+	// config with identity_header: the site then signs people in through
+	// the provider, and e-mail sign-in is off on every handler, the ones
+	// without identity_header (a bearer route) included.
+	identityProvider *atomic.Bool
 }
 
 // SMTPConfig is the mail server notices are sent through.
@@ -112,6 +119,7 @@ func (App) CaddyModule() caddy.ModuleInfo {
 func (a *App) Provision(ctx caddy.Context) error {
 	a.ctx = ctx
 	a.logger = ctx.Logger()
+	a.identityProvider = new(atomic.Bool)
 	repl := caddy.NewReplacer()
 	if a.Store == nil {
 		a.Store = &StoreConfig{}
@@ -192,7 +200,8 @@ func (a *App) Provision(ctx caddy.Context) error {
 	opts := api.Options{MaxBody: a.MaxRequestBody, Logger: a.logger, Webhook: webhook, ClientAddr: clientAddr,
 		LanesInUse: sh.gate.lanesInUse, // the same count as the gate's GET /v1/key
 		// The stream of GET /v1/key/lanes; it ends when this config is unloaded.
-		KeyLanes: sh.gate.serveAccountLanes(ctx.Done(), a.logger)}
+		KeyLanes:               sh.gate.serveAccountLanes(ctx.Done(), a.logger),
+		IdentityProviderOnSite: a.identityProvider.Load}
 	if a.Billing != nil {
 		opts.StripePublishableKey = a.Billing.PublishableKey
 	}

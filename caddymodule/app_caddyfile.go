@@ -63,6 +63,7 @@ func parseAppOptions(d *caddyfile.Dispenser, _ any) (any, error) {
 //			max_output_tokens <n>
 //			funding_goal <monthly amount>
 //			funding_deadline <RFC 3339 time>
+//			max_pledge_seats <n>
 //		}
 //	}
 func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
@@ -218,6 +219,11 @@ func parsePool(d *caddyfile.Dispenser) (*PoolConfig, error) {
 				if _, perr := accounts.ParseFundingDeadline(p.FundingDeadline); perr != nil {
 					err = d.Errf("pool %s: funding_deadline %v", p.Slug, perr)
 				}
+			}
+		case "max_pledge_seats":
+			err = intArg(d, &p.MaxPledgeSeats)
+			if err == nil && p.MaxPledgeSeats < 1 {
+				err = d.Errf("pool %s: max_pledge_seats must be a positive number of seats (the most one user may pledge per block), got %d", p.Slug, p.MaxPledgeSeats)
 			}
 		case "annual_discount":
 			err = singleArg(d, &p.AnnualDiscount)

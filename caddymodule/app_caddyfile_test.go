@@ -25,6 +25,7 @@ func TestAppCaddyfile(t *testing.T) {
 			status funding
 			funding_goal 1200
 			funding_deadline 2027-03-01T00:00:00Z
+			max_pledge_seats 3
 			slots 8
 			block asia 30
 			block europe 40.50
@@ -46,7 +47,7 @@ func TestAppCaddyfile(t *testing.T) {
 	want := `{"store":{"backend":"postgres","dsn":"postgres://tb@db:5432/tb"},"secret":"{env.TIMEBLOCK_SECRET}",` +
 		`"terms_version":"2026-11","pools":[{"slug":"llama","model":"meta-llama/Llama-3.3-70B-Instruct","name":"Llama 70B",` +
 		`"description":"fast","status":"funding","slots":8,"blocks":{"asia":"30","europe":"40.50"},"annual_discount":"0.15",` +
-		`"manual_provisioning":true,"max_output_tokens":4096,"funding_goal":"1200","funding_deadline":"2027-03-01T00:00:00Z"},{"slug":"small","model":"m","blocks":{"americas":"5"}}],` +
+		`"manual_provisioning":true,"max_output_tokens":4096,"funding_goal":"1200","funding_deadline":"2027-03-01T00:00:00Z","max_pledge_seats":3},{"slug":"small","model":"m","blocks":{"americas":"5"}}],` +
 		`"session_ttl":43200000000000,"grace_period":259200000000000,"max_request_body":1048576}`
 	if string(got) != want {
 		t.Errorf("got  %s\nwant %s", got, want)
@@ -79,6 +80,10 @@ func TestAppCaddyfileErrors(t *testing.T) {
 		{"bad funding goal", "timeblock {\n pool p {\n funding_goal lots\n }\n}", "pool p: funding_goal"},
 		{"zero funding goal", "timeblock {\n pool p {\n funding_goal 0\n }\n}", "not a positive monthly amount"},
 		{"bad funding deadline", "timeblock {\n pool p {\n funding_deadline tomorrow\n }\n}", "not an RFC 3339 time"},
+		{"max pledge seats not a number", "timeblock {\n pool p {\n max_pledge_seats half\n }\n}", `max_pledge_seats: "half" is not a whole number`},
+		{"zero max pledge seats", "timeblock {\n pool p {\n max_pledge_seats 0\n }\n}", "pool p: max_pledge_seats must be a positive number of seats"},
+		{"negative max pledge seats", "timeblock {\n pool p {\n max_pledge_seats -2\n }\n}", "pool p: max_pledge_seats must be a positive number of seats"},
+		{"max pledge seats without a value", "timeblock {\n pool p {\n max_pledge_seats\n }\n}", "max_pledge_seats"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var app App
@@ -129,6 +134,9 @@ func TestAppValidate(t *testing.T) {
 		{"duplicate pool", func(a *App) { a.Pools = append(a.Pools, a.Pools[0]) }, "defined twice"},
 		{"funding without a goal", func(a *App) { a.Pools[0].Status = "funding" }, "status funding needs funding_goal"},
 		{"bad deadline", func(a *App) { a.Pools[0].FundingDeadline = "2027-13-01" }, "not an RFC 3339 time"},
+		{"max pledge seats over the slots", func(a *App) { a.Pools[0].Slots, a.Pools[0].MaxPledgeSeats = 4, 5 },
+			`pool "p": max_pledge_seats 5 is more than the pool's 4 slots (seats per hour)`},
+		{"negative max pledge seats", func(a *App) { a.Pools[0].MaxPledgeSeats = -1 }, "max_pledge_seats must be a positive number"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := valid()

@@ -32,6 +32,10 @@ type PoolConfig struct {
 	// still below its goal to draft, its pledges released.
 	FundingGoal     string `json:"funding_goal,omitempty"`
 	FundingDeadline string `json:"funding_deadline,omitempty"`
+	// MaxPledgeSeats is the most seats one user may pledge per block of a
+	// funding pool; 0 (unset) is half of slots, at least 1
+	// (accounts.PledgeSeatLimit).
+	MaxPledgeSeats int `json:"max_pledge_seats,omitempty"`
 }
 
 func (p *PoolConfig) provision() {
@@ -99,6 +103,13 @@ func (p *PoolConfig) validate() error {
 			return fmt.Errorf("funding_deadline %w", err)
 		}
 	}
+	if p.MaxPledgeSeats < 0 {
+		return fmt.Errorf("max_pledge_seats must be a positive number of seats, got %d", p.MaxPledgeSeats)
+	}
+	if p.MaxPledgeSeats > p.Slots {
+		return fmt.Errorf("max_pledge_seats %d is more than the pool's %d slots (seats per hour): one user can pledge at most every seat; use %d or fewer",
+			p.MaxPledgeSeats, p.Slots, p.Slots)
+	}
 	return nil
 }
 
@@ -126,6 +137,7 @@ func (p *PoolConfig) pool(now time.Time) *accounts.Pool {
 		MaxOutputTokens:    p.MaxOutputTokens,
 		FundingGoal:        p.FundingGoal,
 		FundingDeadline:    deadline.UTC(),
+		MaxPledgeSeats:     p.MaxPledgeSeats,
 		UpdatedAt:          now,
 	}
 }

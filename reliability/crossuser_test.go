@@ -88,6 +88,7 @@ type crossWorld struct {
 	aCombinedID, aCombinedTok string // combined key of two more subscriptions
 	aMgmtID, aMgmtKey         string
 	aPastDue                  string // a subscription the operator marked past due
+	aWaitRef                  string // the payment of A's purchase waiting for 3-D Secure (the test bank's ref)
 	// B's objects.
 	bMgmtKey      string
 	bCombinedID   string
@@ -103,7 +104,7 @@ func (w *crossWorld) secrets() map[string]string {
 		"A's subscription (keyed)": w.aSubKeyed, "A's subscription (free 1)": w.aFree1, "A's subscription (free 2)": w.aFree2,
 		"A's combined key id": w.aCombinedID, "A's combined key": w.aCombinedTok,
 		"A's management key id": w.aMgmtID, "A's management key": w.aMgmtKey,
-		"A's past-due subscription": w.aPastDue,
+		"A's past-due subscription": w.aPastDue, "A's waiting payment": w.aWaitRef,
 	}
 }
 
@@ -189,6 +190,13 @@ func crossCases(w *crossWorld) map[string][]crossCall {
 		"DELETE /api/pools/{id}/pledge": {f("DELETE", "/api/pools/race/pledge", nil), own("DELETE", "/api/pools/open/pledge", nil)},
 
 		// Finishing a 3-D Secure purchase: only the subscription's owner may.
+		// The built-in processor's bank step: only the payment's buyer may
+		// answer it.
+		"POST /api/billing/test-bank/{ref}": {
+			f("POST", "/api/billing/test-bank/"+w.aWaitRef, map[string]any{"approve": true}),
+			f("POST", "/api/billing/test-bank/"+w.aWaitRef, map[string]any{"approve": false}),
+		},
+
 		"POST /api/subscriptions/{id}/confirm": {
 			f("POST", "/api/subscriptions/"+w.aSubKeyed+"/confirm", nil),
 			f("POST", "/api/subscriptions/"+w.aFree1+"/confirm", nil),
@@ -357,6 +365,14 @@ func buildCrossWorld(t *testing.T, c *e2e.Caddy) *crossWorld {
 	if r := do(t, http.MethodPost, c.AdminURL()+"/timeblock/subscriptions/"+w.aPastDue+"/payment-failed", nil); r.status != http.StatusOK {
 		t.Fatalf("payment-failed: %s", r)
 	}
+	// A purchase of A's waiting for 3-D Secure, last: A's card is then one
+	// whose bank asks for it.
+	a.must(t, http.MethodPost, "/api/billing/setup-intent", map[string]any{"paymentMethod": "pm_card_authenticationRequired"})
+	if r := a.call(t, http.MethodPost, "/api/pools/open/subscribe", map[string]any{"blocks": []string{"asia"}, "quantity": 1}); r.status != http.StatusPaymentRequired {
+		t.Fatalf("a purchase waiting for 3-D Secure: %s", r)
+	} else {
+		w.aWaitRef = r.data().Get("paymentRef").Str
+	}
 
 	w.bMgmtKey = b.must(t, http.MethodPost, "/api/keys/management", map[string]any{"name": "b's"}).Get("apiKey").Str
 	if r := do(t, http.MethodPost, c.AdminURL()+"/timeblock/users/"+b.id+"/sessions", nil); r.status != http.StatusCreated {
@@ -404,7 +420,7 @@ func leaked(body []byte, secrets map[string]string, sent string) string {
 // unknownIDs replaces each of A's object ids in s by an id that exists
 // nowhere (the same one for the same id).
 func unknownIDs(s string, w *crossWorld) string {
-	for i, id := range []string{w.aKeyID, w.aSubKeyed, w.aFree1, w.aFree2, w.aCombinedID, w.aMgmtID, w.aPastDue, w.a.id} {
+	for i, id := range []string{w.aKeyID, w.aSubKeyed, w.aFree1, w.aFree2, w.aCombinedID, w.aMgmtID, w.aPastDue, w.aWaitRef, w.a.id} {
 		s = strings.ReplaceAll(s, id, fmt.Sprintf("00000000-0000-4000-8000-%012d", i+1))
 	}
 	return s

@@ -58,6 +58,12 @@ func AtLeast(t *testing.T, name string, value, min float64, unit string) {
 	record(t, figure{name: name, value: value, unit: unit, bound: fmt.Sprintf("≥ %g %s", min, unit), ok: value >= min})
 }
 
+// Exactly records a value that must equal want.
+func Exactly(t *testing.T, name string, value, want float64, unit string) {
+	t.Helper()
+	record(t, figure{name: name, value: value, unit: unit, bound: fmt.Sprintf("= %g %s", want, unit), ok: value == want})
+}
+
 // Info records a figure with no bound: context for the others (how many
 // requests ran, how many were cancelled).
 func Info(t *testing.T, name string, value float64, unit string) {

@@ -94,7 +94,8 @@ func fundNodeEvery(t *testing.T, store, every string, env ...string) *e2e.Caddy 
 
 // pledgers signs up n users through c; the first saves a card that every
 // charge declines and the second one whose bank asks for authentication
-// (which an off-session charge cannot give): both must end past_due. It
+// (which an off-session charge cannot give): both must end canceled (a
+// declined pledge is released at once, its seats freed). It
 // returns the users and the set of those whose charges fail.
 func pledgers(t *testing.T, c *e2e.Caddy, n int) ([]*user, map[string]bool) {
 	t.Helper()
@@ -303,7 +304,7 @@ type fundingFigures struct {
 	duplicates   int // ledger entries beyond the first, per pledge
 	leftPledged  int // still pledged
 	leftOut      int // not withdrawn, yet nothing at the processor
-	wrongStatus  int // not active (past_due for a failing card)
+	wrongStatus  int // not active (canceled for a failing card: released)
 	wrongRecord  int // not exactly one charge record matching the ledger
 	wrongAmount  int // charged another amount than the first period's
 	refunded     int // ledger charges refunded
@@ -368,7 +369,7 @@ func (fs *fundingState) check(t *testing.T, failing map[string]bool, withdrawn m
 		}
 		want := accounts.SubActive
 		if failing[s.UserID] {
-			want = accounts.SubPastDue
+			want = accounts.SubCanceled
 		}
 		if s.Status != want && !(want == accounts.SubActive && s.Status == accounts.SubPendingKey) {
 			f.wrongStatus++

@@ -5,6 +5,7 @@ package api
 // session tokens and management keys as bearer credentials.
 
 import (
+	"errors"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -18,12 +19,12 @@ import (
 // SessionCookie carries the page's session token.
 const SessionCookie = "tb_session"
 
-// Sign-in link requests allowed per e-mail address and per client address in
-// each signInWindow: enough for a typo and a retry, too few to mail-bomb.
+// Sign-in link requests allowed per client address in each window, on each
+// node: enough for a family behind one NAT, too few to mail-bomb many. The
+// per-e-mail limit is the domain's (accounts.SignInLinksPerEmail), counted
+// in the store so that it holds across nodes.
 const (
-	signInPerEmail   = 5
 	signInPerAddress = 30
-	signInWindow     = 15 * time.Minute
 	signInMaxKeys    = 100_000
 )
 
@@ -38,13 +39,24 @@ type authConfig struct {
 
 func (h *Handler) authConfig(w http.ResponseWriter, r *http.Request) {
 	c := authConfig{SignIn: "email", SignUp: h.svc.SignUp(), Processor: h.svc.ProcessorName()}
-	if h.opts.IdentityHeader != "" {
+	if h.emailSignInOff() {
 		c.SignIn = "identity_provider"
 	}
 	if k := h.opts.StripePublishableKey; k != "" {
 		c.StripePublishableKey = &k
 	}
 	writeData(w, http.StatusOK, c)
+}
+
+// errEmailSignInOff answers e-mail sign-in on a site with an identity provider.
+var errEmailSignInOff = accounts.NotFound("this site signs people in through its identity provider, not by e-mail link")
+
+// emailSignInOff reports whether e-mail sign-in is off: on this handler
+// (it trusts an identity header) or anywhere on the site (another handler
+// of the site does). A site's bearer-credential route has no identity
+// header of its own, and must not become a way around the provider.
+func (h *Handler) emailSignInOff() bool {
+	return h.opts.IdentityHeader != "" || (h.opts.IdentityProviderOnSite != nil && h.opts.IdentityProviderOnSite())
 }
 
 // POST /api/auth/email {email} → {sent: true}, whether or not the address
@@ -57,8 +69,8 @@ func (h *Handler) signInEmail(w http.ResponseWriter, r *http.Request) {
 		writeError(w, h.logger, err)
 		return
 	}
-	if h.opts.IdentityHeader != "" {
-		writeError(w, h.logger, accounts.NotFound("this site signs people in through its identity provider, not by e-mail link"))
+	if h.emailSignInOff() {
+		writeError(w, h.logger, errEmailSignInOff)
 		return
 	}
 	site, err := h.siteAddress(r)
@@ -66,22 +78,28 @@ func (h *Handler) signInEmail(w http.ResponseWriter, r *http.Request) {
 		writeError(w, h.logger, err)
 		return
 	}
-	now := time.Now()
-	email := strings.ToLower(strings.TrimSpace(body.Email))
-	if wait := h.signInByAddr.allow(h.clientAddr(r).String(), now); wait > 0 {
+	if wait := h.signInByAddr.allow(h.clientAddr(r).String(), time.Now()); wait > 0 {
 		tooManySignIns(w, wait, "from this address")
 		return
 	}
-	if wait := h.signInByEmail.allow(email, now); wait > 0 {
-		tooManySignIns(w, wait, "for this e-mail address")
-		return
-	}
-	link := func(token string) string { return site + "/account/sign-in?token=" + url.QueryEscape(token) }
-	if err := h.svc.RequestSignIn(r.Context(), body.Email, link); err != nil {
+	if err := h.svc.RequestSignIn(r.Context(), body.Email, func(token string) string { return SignInLink(site, token) }); err != nil {
+		var ae *accounts.Error
+		if errors.As(err, &ae) {
+			if tm, ok := ae.Data.(accounts.TooManySignInLinks); ok {
+				w.Header().Set("Retry-After", strconv.Itoa(tm.RetryAfter))
+			}
+		}
 		writeError(w, h.logger, err)
 		return
 	}
 	writeData(w, http.StatusOK, map[string]bool{"sent": true})
+}
+
+// SignInLink is the link a sign-in notice carries. The token is in the
+// fragment, which browsers never send to a server, so no access log, proxy
+// or mail scanner's request writes it down; the page reads it from there.
+func SignInLink(site, token string) string {
+	return site + "/account/sign-in#token=" + url.QueryEscape(token)
 }
 
 func tooManySignIns(w http.ResponseWriter, wait time.Duration, scope string) {
@@ -121,21 +139,32 @@ func (h *Handler) siteAddress(r *http.Request) (string, error) {
 	return scheme + "://" + host, nil
 }
 
-// POST /api/auth/verify {token} → {sessionToken, user: {id, email}} and
-// the session cookie.
+// POST /api/auth/verify {token, replace?} → {sessionToken, user: {id,
+// email}} and the session cookie. A browser whose cookie is a live session
+// of another user gets 409 {signedInAs, email} and keeps its session (the
+// link stays usable) unless it sends replace: true.
 func (h *Handler) signInVerify(w http.ResponseWriter, r *http.Request) {
 	var body struct {
-		Token string `json:"token"`
+		Token   string `json:"token"`
+		Replace bool   `json:"replace"`
 	}
 	if err := decodeBody(w, r, h.opts.MaxBody, &body, false); err != nil {
 		writeError(w, h.logger, err)
+		return
+	}
+	if h.emailSignInOff() {
+		writeError(w, h.logger, errEmailSignInOff)
 		return
 	}
 	if body.Token == "" {
 		writeError(w, h.logger, accounts.Invalid("token is required: send the token= value of the sign-in link"))
 		return
 	}
-	in, err := h.svc.VerifySignIn(r.Context(), body.Token)
+	a := accounts.SignInAttempt{Token: body.Token, Replace: body.Replace}
+	if c, err := r.Cookie(SessionCookie); err == nil {
+		a.Session = c.Value
+	}
+	in, err := h.svc.UseSignInLink(r.Context(), a)
 	if err != nil {
 		writeError(w, h.logger, err)
 		return

@@ -63,9 +63,11 @@ func tokenOf(t *testing.T, links chan string, site string) string {
 	t.Helper()
 	select {
 	case link := <-links:
-		rest, ok := strings.CutPrefix(link, site+"/account/sign-in?token=")
-		if !ok {
-			t.Fatalf("link %q does not point at %s/account/sign-in", link, site)
+		// The token is in the fragment only: browsers never send it to a
+		// server, so no access log or proxy writes it down.
+		rest, ok := strings.CutPrefix(link, site+"/account/sign-in#token=")
+		if !ok || strings.Contains(link, "?") {
+			t.Fatalf("link %q does not point at %s/account/sign-in with the token after # only", link, site)
 		}
 		tok, err := url.QueryUnescape(rest)
 		if err != nil {
@@ -221,6 +223,44 @@ func TestSignInThrottledPerEmail(t *testing.T) {
 	})
 }
 
+// Two nodes (two handlers on one store) send 5 links to an address in
+// total, not 5 each: the limit is counted in the store.
+func TestSignInThrottledPerEmailAcrossNodes(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st accounts.Store) {
+		one, links1 := authEnv(t, st, "", api.Options{})
+		two, links2 := authEnv(t, st, "", api.Options{})
+		go func() {
+			for range links1 {
+			}
+		}()
+		go func() {
+			for range links2 {
+			}
+		}()
+		sent := 0
+		for i := range 10 {
+			node := one
+			if i%2 == 1 {
+				node = two
+			}
+			rec := do(node, "POST", "http://127.0.0.1/api/auth/email", `{"email":"ada@example.com"}`, nil)
+			switch rec.Code {
+			case 200:
+				sent++
+			case 429:
+				if rec.Header().Get("Retry-After") == "" {
+					t.Fatalf("429 without Retry-After: %s", rec.Body)
+				}
+			default:
+				t.Fatalf("request %d: %d %s", i+1, rec.Code, rec.Body)
+			}
+		}
+		if sent != 5 {
+			t.Fatalf("two nodes sent %d links to one address in 15 minutes, want 5 in total", sent)
+		}
+	})
+}
+
 func TestIdentityHeaderSignIn(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st accounts.Store) {
 		h, _ := authEnv(t, st, accounts.SignUpOpen, api.Options{IdentityHeader: "Remote-Email"})
@@ -251,6 +291,101 @@ func TestIdentityHeaderSignIn(t *testing.T) {
 		rec = do(invite, "GET", "http://seats.example/api/keys", "", map[string]string{"Remote-Email": "mallory@example.com"})
 		if rec.Code != 401 || !strings.Contains(rec.Body.String(), "invitation") {
 			t.Fatalf("unknown e-mail, invitation only: %d %s", rec.Code, rec.Body)
+		}
+	})
+}
+
+// signedIn signs email in through a link and returns the session cookie.
+func signedIn(t *testing.T, h http.Handler, links chan string, email string, hdr map[string]string) string {
+	t.Helper()
+	if rec := do(h, "POST", "http://localhost:8080/api/auth/email", `{"email":"`+email+`"}`, nil); rec.Code != 200 {
+		t.Fatalf("email: %d %s", rec.Code, rec.Body)
+	}
+	rec := do(h, "POST", "http://localhost:8080/api/auth/verify", `{"token":"`+tokenOf(t, links, "http://localhost:8080")+`"}`, hdr)
+	if rec.Code != 200 {
+		t.Fatalf("verify: %d %s", rec.Code, rec.Body)
+	}
+	for _, c := range rec.Result().Cookies() {
+		if c.Name == api.SessionCookie {
+			return api.SessionCookie + "=" + c.Value
+		}
+	}
+	t.Fatalf("verify set no session cookie: %v", rec.Result().Cookies())
+	return ""
+}
+
+// A browser signed in as ada that opens a link for mallory (one mallory sent
+// her: login CSRF) is not switched without saying so: 409 naming both, the
+// link still usable, ada's session intact; only replace: true switches, and
+// ends ada's session. A link for ada herself just signs in.
+func TestSignInLinkDoesNotSilentlyReplaceAnotherSession(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st accounts.Store) {
+		h, links := authEnv(t, st, "", api.Options{})
+		ada := signedIn(t, h, links, "ada@example.com", nil)
+		page := map[string]string{"Cookie": ada, "Origin": "http://localhost:8080", "Sec-Fetch-Site": "same-origin"}
+
+		if rec := do(h, "POST", "http://localhost:8080/api/auth/email", `{"email":"mallory@example.com"}`, nil); rec.Code != 200 {
+			t.Fatalf("email: %d %s", rec.Code, rec.Body)
+		}
+		mallory := tokenOf(t, links, "http://localhost:8080")
+		rec := do(h, "POST", "http://localhost:8080/api/auth/verify", `{"token":"`+mallory+`"}`, page)
+		var conflict struct {
+			Error string
+			Data  struct{ SignedInAs, Email string }
+		}
+		_ = json.Unmarshal(rec.Body.Bytes(), &conflict)
+		if rec.Code != 409 || conflict.Data.SignedInAs != "ada@example.com" || conflict.Data.Email != "mallory@example.com" ||
+			!strings.Contains(conflict.Error, "replace") {
+			t.Fatalf("verify another user's link while signed in: %d %s, want 409 {signedInAs: ada, email: mallory} saying how to replace", rec.Code, rec.Body)
+		}
+		if len(rec.Result().Cookies()) != 0 {
+			t.Fatalf("the refused verify set cookies %v", rec.Result().Cookies())
+		}
+		if rec := do(h, "GET", "http://localhost:8080/api/auth/session", "", page); rec.Code != 200 || !strings.Contains(rec.Body.String(), "ada@example.com") {
+			t.Fatalf("ada's session after the refused link: %d %s", rec.Code, rec.Body)
+		}
+
+		// Asked and confirmed: the same link (not used up by the 409) switches.
+		rec = do(h, "POST", "http://localhost:8080/api/auth/verify", `{"token":"`+mallory+`","replace":true}`, page)
+		if rec.Code != 200 || !strings.Contains(rec.Body.String(), "mallory@example.com") {
+			t.Fatalf("verify with replace: %d %s", rec.Code, rec.Body)
+		}
+		if rec := do(h, "GET", "http://localhost:8080/api/auth/session", "", page); rec.Code != 401 {
+			t.Fatalf("ada's replaced session: %d %s, want it ended", rec.Code, rec.Body)
+		}
+
+		// A link for the user already signed in just signs in again.
+		ada = signedIn(t, h, links, "ada@example.com", nil)
+		ada2 := signedIn(t, h, links, "ada@example.com", map[string]string{"Cookie": ada})
+		if rec := do(h, "GET", "http://localhost:8080/api/auth/session", "", map[string]string{"Cookie": ada2}); rec.Code != 200 || !strings.Contains(rec.Body.String(), "ada@example.com") {
+			t.Fatalf("same-user link: %d %s", rec.Code, rec.Body)
+		}
+		// An ended or unknown cookie is no session to protect.
+		signedIn(t, h, links, "bob@example.com", map[string]string{"Cookie": api.SessionCookie + "=st_gone"})
+	})
+}
+
+// On a site whose sign-in is an identity provider's, e-mail sign-in is off
+// on every accounts handler, the bearer route's (no identity header of its
+// own) included.
+func TestEmailSignInOffSiteWide(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st accounts.Store) {
+		h, links := authEnv(t, st, "", api.Options{IdentityProviderOnSite: func() bool { return true }})
+		bearer := map[string]string{"Authorization": "Bearer x"}
+		rec := do(h, "POST", "http://localhost:8080/api/auth/email", `{"email":"mallory@example.com"}`, bearer)
+		if rec.Code != 404 || !strings.Contains(rec.Body.String(), "identity provider") {
+			t.Fatalf("email on the bearer route: %d %s, want 404", rec.Code, rec.Body)
+		}
+		select {
+		case l := <-links:
+			t.Fatalf("a link was sent: %s", l)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if rec := do(h, "POST", "http://localhost:8080/api/auth/verify", `{"token":"tok_x"}`, bearer); rec.Code != 404 {
+			t.Fatalf("verify on the bearer route: %d %s, want 404", rec.Code, rec.Body)
+		}
+		if rec := do(h, "GET", "http://localhost:8080/api/auth/config", "", nil); !strings.Contains(rec.Body.String(), `"signIn":"identity_provider"`) {
+			t.Fatalf("config: %s, want identity_provider", rec.Body)
 		}
 	})
 }

@@ -38,6 +38,29 @@ func (h *Handler) setupIntent(w http.ResponseWriter, r *http.Request, p *account
 	return nil
 }
 
+// POST /api/billing/test-bank/{ref} {approve} → {ref, status}: the
+// built-in test processor's simulated bank approves (status "succeeded") or
+// fails ("failed") the caller's payment waiting for 3-D Secure; the page
+// then confirms the purchase. 404 with any other processor, for an unknown
+// reference and for another user's payment.
+func (h *Handler) testBank(w http.ResponseWriter, r *http.Request, p *accounts.Principal) error {
+	var body struct {
+		Approve *bool `json:"approve"`
+	}
+	if err := decodeBody(w, r, h.opts.MaxBody, &body, false); err != nil {
+		return err
+	}
+	if body.Approve == nil {
+		return accounts.Invalid(`send {"approve": true} to pass the bank's check or {"approve": false} to fail it`)
+	}
+	res, err := h.svc.AnswerTestBank(r.Context(), p.UserID, r.PathValue("ref"), *body.Approve)
+	if err != nil {
+		return err
+	}
+	writeData(w, http.StatusOK, res)
+	return nil
+}
+
 // GET /api/billing/status → {hasPaymentMethod, paymentMethod, processor, pastDue}.
 func (h *Handler) billingStatus(w http.ResponseWriter, r *http.Request, p *accounts.Principal) error {
 	st, err := h.svc.BillingStatus(r.Context(), p.UserID)

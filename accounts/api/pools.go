@@ -59,6 +59,20 @@ func (h *Handler) confirmSubscription(w http.ResponseWriter, r *http.Request, p 
 	return nil
 }
 
+// POST /api/subscriptions/{id}/cancel → {canceled, subscriptionId,
+// currentPeriodEnd, withdrawn?, refunded?}: an unpaid (incomplete) purchase
+// is canceled at once, its seats freed and its payment canceled or
+// refunded; any other subscription is set to cancel at the end of its
+// period (a pledge is withdrawn at once).
+func (h *Handler) cancelSubscription(w http.ResponseWriter, r *http.Request, p *accounts.Principal) error {
+	res, err := h.svc.CancelSubscription(r.Context(), p.UserID, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeData(w, http.StatusOK, res)
+	return nil
+}
+
 // GET /api/pools/{id}/my-subscriptions → the user's subscriptions on the pool.
 func (h *Handler) mySubscriptions(w http.ResponseWriter, r *http.Request, p *accounts.Principal) error {
 	subs, err := h.svc.MySubscriptions(r.Context(), p.UserID, r.PathValue("id"))
@@ -101,9 +115,9 @@ func (h *Handler) allSubscriptions(w http.ResponseWriter, r *http.Request, p *ac
 	return nil
 }
 
-// POST /api/subscriptions/{id}/cancel and .../resume → {canceled,
-// subscriptionId, currentPeriodEnd}: cancel that subscription at the end of
-// its period, or take the cancellation back.
+// POST /api/subscriptions/{id}/resume → {canceled, subscriptionId,
+// currentPeriodEnd}: take a cancellation at period end back (the cancel
+// itself is cancelSubscription).
 func (h *Handler) cancelAtPeriodEnd(cancel bool) authedFunc {
 	return func(w http.ResponseWriter, r *http.Request, p *accounts.Principal) error {
 		res, err := h.svc.SetCancelAtPeriodEnd(r.Context(), p.UserID, r.PathValue("id"), cancel)

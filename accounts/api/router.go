@@ -22,6 +22,12 @@ type Options struct {
 	// route that passes through forward_auth: the header is then trusted,
 	// and e-mail sign-in links are off.
 	IdentityHeader string
+	// IdentityProviderOnSite reports whether the site signs people in
+	// through an identity provider (some handler of it has IdentityHeader).
+	// E-mail sign-in is then off on this handler too, whatever its own
+	// IdentityHeader. nil: only IdentityHeader decides. Asked per request,
+	// as the site's other handlers may be set up after this one.
+	IdentityProviderOnSite func() bool
 	// SiteAddress is the base URL sign-in links point to (https://seats.example);
 	// empty: the request's own address, on loopback hosts only.
 	SiteAddress string
@@ -50,8 +56,9 @@ type Handler struct {
 	// crossOrigin refuses state-changing requests a browser made from
 	// another origin (the cookie would otherwise ride along).
 	crossOrigin *http.CrossOriginProtection
-	// Sign-in link requests, throttled per e-mail and per client address.
-	signInByEmail, signInByAddr *windowLimiter
+	// Sign-in link requests, throttled per client address (the domain
+	// limits them per e-mail address).
+	signInByAddr *windowLimiter
 }
 
 // authedFunc handles a request made with a session token or management key.
@@ -72,10 +79,9 @@ func (o Options) withDefaults() Options {
 func New(svc *accounts.Service, opts Options) *Handler {
 	opts = opts.withDefaults()
 	h := &Handler{svc: svc, opts: opts, mux: http.NewServeMux(), logger: opts.Logger,
-		routes:        newRouteTable(),
-		crossOrigin:   http.NewCrossOriginProtection(),
-		signInByEmail: newWindowLimiter(signInPerEmail, signInWindow, signInMaxKeys),
-		signInByAddr:  newWindowLimiter(signInPerAddress, signInWindow, signInMaxKeys)}
+		routes:       newRouteTable(),
+		crossOrigin:  http.NewCrossOriginProtection(),
+		signInByAddr: newWindowLimiter(signInPerAddress, accounts.SignInWindow, signInMaxKeys)}
 	h.crossOrigin.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, h.logger, &accounts.Error{Status: http.StatusForbidden,
 			Message: "cross-origin request refused: this endpoint only takes requests from this site's own pages (or from scripts, which send no Origin)"})
@@ -126,12 +132,16 @@ func New(svc *accounts.Service, opts Options) *Handler {
 	h.route("DELETE /api/pools/{id}/pledge", h.cancelPledge)
 	h.route("POST /api/subscriptions/{id}/confirm", h.confirmSubscription)
 	h.route("GET /api/subscriptions", h.allSubscriptions)
-	h.route("POST /api/subscriptions/{id}/cancel", h.cancelAtPeriodEnd(true))
+	h.route("POST /api/subscriptions/{id}/cancel", h.cancelSubscription)
 	h.route("POST /api/subscriptions/{id}/resume", h.cancelAtPeriodEnd(false))
 
 	// Billing (billing.go).
 	h.route("POST /api/billing/setup-intent", h.setupIntent)
 	h.route("GET /api/billing/status", h.billingStatus)
+	if svc.HasTestBank() {
+		// The built-in test processor's simulated 3-D Secure (billing.go).
+		h.route("POST /api/billing/test-bank/{ref}", h.testBank)
+	}
 	if opts.Webhook != nil {
 		h.public("POST /api/billing/webhook", h.webhook) // webhook.go
 	}

@@ -5,6 +5,7 @@ package billing
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // ErrDeclined is what Processor.Charge returns when the card was declined.
@@ -47,7 +48,34 @@ const (
 	PaymentFailed    = "failed"    // canceled, or the authentication failed: nothing taken
 )
 
+// IdempotencyError is what Processor.Charge returns when its idempotency key
+// was used before with other parameters (another card, amount or customer):
+// Stripe's 400 idempotency_error. This call charged nothing, and it says
+// nothing of what the first request under the key did: FindCharge tells.
+// Callers avoid it by fixing a charge's request when they first make it
+// (accounts.ChargeIntent) and re-sending exactly that.
+type IdempotencyError struct {
+	Key    string // the idempotency key
+	Detail string // the processor's words, for logs
+}
+
+func (e *IdempotencyError) Error() string {
+	msg := "the idempotency key " + e.Key + " was used before with other parameters"
+	if e.Detail != "" {
+		msg += ": " + e.Detail
+	}
+	return msg
+}
+
+// KeyLifetime is how long a processor is known to remember an idempotency
+// key: Stripe prunes keys once they are at least 24 hours old. A request
+// re-sent later may be taken as a new one, so a caller re-sending a charge
+// whose outcome it does not know asks FindCharge first.
+const KeyLifetime = 24 * time.Hour
+
 // ChargeRequest asks a processor to charge a user's saved payment method.
+// A repeat under the same IdempotencyKey must carry the same UserID,
+// MethodID and Amount, or the processor refuses it (*IdempotencyError).
 type ChargeRequest struct {
 	UserID   string
 	MethodID string // PaymentMethod.ID
@@ -79,15 +107,20 @@ type Processor interface {
 	// *SetupNotFoundError (or a 404 *accounts.Error).
 	FinishSetup(ctx context.Context, userID, setupID string) (PaymentMethod, error)
 	// Charge charges the amount and returns the processor's reference.
-	// A declined card is ErrDeclined (possibly wrapped).
+	// A declined card is ErrDeclined (possibly wrapped); a repeated key
+	// with other parameters is *IdempotencyError. A processor may forget a
+	// key after KeyLifetime and then charge a repeat anew.
 	Charge(ctx context.Context, req ChargeRequest) (ref string, err error)
 	// Refund returns a charge in full, at most once per idempotency key;
 	// refunding a refunded charge again is not an error.
 	Refund(ctx context.Context, ref, idempotencyKey string) error
 	// FindCharge reports whether a charge was made under the idempotency
 	// key, and its reference; settlement asks it about charges nothing
-	// recorded (intents.go). A declined attempt is not found. An error means
-	// the processor could not be asked.
+	// recorded (intents.go), and a caller about to re-send a charge whose
+	// outcome it lost asks it first. It finds charges however old (the key
+	// is kept in the charge's metadata, not only as an idempotency key). A
+	// declined attempt is not found. An error means the processor could not
+	// be asked.
 	FindCharge(ctx context.Context, idempotencyKey string) (ref string, found bool, err error)
 	// PaymentStatus reports the state of a payment that waited for the
 	// customer (an *ActionRequiredError's Ref): PaymentSucceeded,

@@ -9,6 +9,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -20,9 +22,10 @@ const (
 	TestCardDeclined   = "pm_card_chargeCustomerFail"
 	// TestCardAuthentication is a card whose bank asks for 3-D Secure on
 	// every on-session payment (Stripe's name for the same test card): a
-	// subscribe waits for the customer (*ActionRequiredError), which a
-	// test completes with TestProcessor.Authenticate; any other charge on
-	// it is declined.
+	// subscribe waits for the customer (*ActionRequiredError), which the
+	// buyer's page (its test bank, accounts/testbank.go) or a test
+	// completes with TestProcessor.Authenticate or fails with Fail; any
+	// other charge on it is declined.
 	TestCardAuthentication = "pm_card_authenticationRequired"
 	// TestCardSetupAuthentication is a card whose bank asks for 3-D Secure
 	// when it is saved (Stripe's name for the same test card): saving it
@@ -57,8 +60,20 @@ func chargeable(method string) bool {
 // kill -9 like a real processor's records, settlement can ask it what was
 // charged, and a test can check money against subscriptions. NewTestProcessor
 // keeps it in memory, for unit tests.
+//
+// It keeps Stripe's idempotency rules, so that the suite catches what Stripe
+// would: a repeat of a key with another card, amount or customer is refused
+// (*IdempotencyError) and charges nothing, and a key is remembered for
+// KeyLifetime only (SetKeyLifetime): a repeat after that is a new charge.
+// FindCharge finds a key's charges however old, as Stripe's search by
+// metadata does. The ledger keeps such a later charge under the key with a
+// "#n" suffix (the n-th request under the key; ledgerKey).
 type TestProcessor struct {
 	durable Ledger // nil: in memory
+	// now is the processor's clock (SetClock); keyLifetime how long a key
+	// is remembered (SetKeyLifetime). Set before first use.
+	now         func() time.Time
+	keyLifetime time.Duration
 
 	mu     sync.Mutex
 	byKey  map[string]*TestCharge // in memory: by idempotency key
@@ -87,13 +102,56 @@ type testWaiting struct {
 
 // NewTestProcessor returns an empty test processor whose ledger lives in memory.
 func NewTestProcessor() *TestProcessor {
-	return &TestProcessor{byKey: make(map[string]*TestCharge)}
+	return &TestProcessor{byKey: make(map[string]*TestCharge), now: time.Now, keyLifetime: KeyLifetime}
 }
 
 // NewTestProcessorOn returns a test processor whose ledger lives in l
 // (accounts.TestLedger keeps it in an accounts store).
 func NewTestProcessorOn(l Ledger) *TestProcessor {
-	return &TestProcessor{durable: l}
+	return &TestProcessor{durable: l, now: time.Now, keyLifetime: KeyLifetime}
+}
+
+// SetClock gives the processor a clock (a test's, which it moves past the
+// key lifetime). Call it before the processor is used.
+func (p *TestProcessor) SetClock(now func() time.Time) { p.now = now }
+
+// SetKeyLifetime sets how long an idempotency key is remembered (default
+// KeyLifetime, as Stripe). Call it before the processor is used.
+func (p *TestProcessor) SetKeyLifetime(d time.Duration) { p.keyLifetime = d }
+
+// clock returns the processor's time, as the stores keep it.
+func (p *TestProcessor) clock() time.Time { return p.now().UTC().Truncate(time.Microsecond) }
+
+// ledgerKey is the ledger's key of the n-th request (from 1) under an
+// idempotency key: the key itself, then key#2, key#3... for requests made
+// after the key was forgotten.
+func ledgerKey(key string, n int) string {
+	if n == 1 {
+		return key
+	}
+	return key + "#" + strconv.Itoa(n)
+}
+
+// MetadataKey returns the idempotency key a ledger key was made under (the
+// key without its "#n" suffix): what a charge's metadata would carry.
+func MetadataKey(ledgerKey string) string {
+	if i := strings.LastIndexByte(ledgerKey, '#'); i >= 0 {
+		if _, err := strconv.Atoi(ledgerKey[i+1:]); err == nil {
+			return ledgerKey[:i]
+		}
+	}
+	return ledgerKey
+}
+
+// expired reports whether the processor no longer remembers the key of c.
+func (p *TestProcessor) expired(c *TestCharge) bool {
+	return p.keyLifetime > 0 && !p.clock().Before(c.CreatedAt.Add(p.keyLifetime))
+}
+
+// sameRequest reports whether a repeat carries the first request's
+// parameters (what Stripe compares, for the fields a charge has).
+func sameRequest(first, again *TestCharge) bool {
+	return first.UserID == again.UserID && first.MethodID == again.MethodID && first.Amount == again.Amount
 }
 
 // Name returns "test".
@@ -158,13 +216,13 @@ func (p *TestProcessor) Charge(ctx context.Context, req ChargeRequest) (string, 
 	if key == "" {
 		key = "none:" + newRef()
 	}
-	sum := sha256.Sum256([]byte(key + "\x00" + req.UserID + "\x00" + req.Amount))
 	c := &TestCharge{
-		Ref: "ch_test_" + hex.EncodeToString(sum[:12]), UserID: req.UserID, MethodID: req.MethodID,
+		UserID: req.UserID, MethodID: req.MethodID,
 		Amount: req.Amount, IdempotencyKey: key, Description: req.Description,
 		Declined:  !chargeable(req.MethodID),
-		CreatedAt: time.Now().UTC().Truncate(time.Microsecond),
+		CreatedAt: p.clock(),
 	}
+	c.Ref = testRef(c)
 	if req.MethodID == TestCardAuthentication && ChargeKind(key) == ChargeSubscribe {
 		c.Declined = false
 		return p.waitForCustomer(ctx, c)
@@ -172,6 +230,10 @@ func (p *TestProcessor) Charge(ctx context.Context, req ChargeRequest) (string, 
 	got, err := p.record(ctx, c)
 	if err != nil {
 		return "", fmt.Errorf("test processor: %w", err)
+	}
+	if got != c && !sameRequest(got, c) {
+		return "", &IdempotencyError{Key: key, Detail: fmt.Sprintf("test processor: first used for %s on %s, now %s on %s",
+			got.Amount, got.MethodID, c.Amount, c.MethodID)}
 	}
 	if got.Declined {
 		return "", fmt.Errorf("test processor: %s: %w", got.MethodID, ErrDeclined)
@@ -214,6 +276,33 @@ func (p *TestProcessor) Authenticate(ctx context.Context, ref string) error {
 		return fmt.Errorf("test processor: %w", err)
 	}
 	return nil
+}
+
+// Fail fails a waiting payment as a customer failing 3-D Secure would:
+// nothing is taken, and it can no longer be authenticated. Failing a failed
+// payment again is not an error; it fails for an unknown payment or one
+// already authenticated.
+func (p *TestProcessor) Fail(_ context.Context, ref string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w, ok := p.waiting[ref]
+	if !ok || w.state == PaymentSucceeded {
+		return fmt.Errorf("test processor: no payment %s waits for authentication", ref)
+	}
+	w.state = PaymentFailed
+	return nil
+}
+
+// PaymentUser returns the user whose payment ref waits (or waited) for the
+// customer; false for a reference the processor does not keep waiting.
+func (p *TestProcessor) PaymentUser(ref string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w, ok := p.waiting[ref]
+	if !ok {
+		return "", false
+	}
+	return w.charge.UserID, true
 }
 
 // PaymentStatus reports a waiting payment's state; a charge of the ledger
@@ -271,40 +360,65 @@ func (p *TestProcessor) ledgerState(ctx context.Context, ref string) (string, er
 	return PaymentSucceeded, nil
 }
 
-// record stores c unless its idempotency key is known, and returns what is
-// stored under the key.
+// testRef is a charge's reference: derived from its ledger key, so that a
+// repeat computes the same one.
+func testRef(c *TestCharge) string {
+	sum := sha256.Sum256([]byte(c.IdempotencyKey + "\x00" + c.UserID + "\x00" + c.Amount))
+	return "ch_test_" + hex.EncodeToString(sum[:12])
+}
+
+// record stores c unless a request under its idempotency key is still
+// remembered, and returns what is stored for the key: c, or the remembered
+// request. A key forgotten (older than the key lifetime) is a new request,
+// stored under the next ledger key.
 func (p *TestProcessor) record(ctx context.Context, c *TestCharge) (*TestCharge, error) {
+	key := c.IdempotencyKey
+	// place stores c as the n-th request under its key.
+	place := func(n int) {
+		c.IdempotencyKey = ledgerKey(key, n)
+		c.Ref = testRef(c)
+	}
 	if p.durable == nil {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		if old, ok := p.byKey[c.IdempotencyKey]; ok {
-			return old, nil
+		for n := 1; ; n++ {
+			old, ok := p.byKey[ledgerKey(key, n)]
+			if !ok {
+				place(n)
+				p.byKey[c.IdempotencyKey] = c
+				p.ledger = append(p.ledger, c)
+				return c, nil
+			}
+			if !p.expired(old) {
+				return old, nil
+			}
 		}
-		p.byKey[c.IdempotencyKey] = c
-		p.ledger = append(p.ledger, c)
-		return c, nil
 	}
 	var got *TestCharge
-	err := p.durable.Update(ctx, func(tx LedgerTx) error {
-		old, err := tx.GetTestCharge(c.IdempotencyKey)
-		if err == nil {
-			got = old
-			return nil
-		}
-		if !errors.Is(err, ErrLedgerNotFound) {
-			return err
-		}
-		got = c
-		return tx.CreateTestCharge(c)
-	})
-	if errors.Is(err, ErrLedgerConflict) {
-		// A concurrent call with the same key won: answer with its outcome.
-		err = p.durable.View(ctx, func(tx LedgerTx) error {
-			got, err = tx.GetTestCharge(c.IdempotencyKey)
-			return err
+	for attempt := 1; ; attempt++ {
+		err := p.durable.Update(ctx, func(tx LedgerTx) error {
+			for n := 1; ; n++ {
+				old, err := tx.GetTestCharge(ledgerKey(key, n))
+				if errors.Is(err, ErrLedgerNotFound) {
+					place(n)
+					got = c
+					return tx.CreateTestCharge(c)
+				}
+				if err != nil {
+					return err
+				}
+				if !p.expired(old) {
+					got = old
+					return nil
+				}
+			}
 		})
+		// A concurrent call with the same key won: the next look answers
+		// with its outcome.
+		if !errors.Is(err, ErrLedgerConflict) || attempt == 3 {
+			return got, err
+		}
 	}
-	return got, err
 }
 
 // Refund marks a charge of the ledger refunded; refunding it again is a no-op.
@@ -340,28 +454,44 @@ func (p *TestProcessor) Refund(ctx context.Context, ref, _ string) error {
 	return nil
 }
 
-// FindCharge reports the successful charge made under an idempotency key
-// (refunded or not).
+// FindCharge reports a successful charge made under an idempotency key
+// (refunded or not), however long ago: the first, when the key was charged
+// again after it was forgotten.
 func (p *TestProcessor) FindCharge(ctx context.Context, idempotencyKey string) (string, bool, error) {
-	var c *TestCharge
 	if p.durable == nil {
 		p.mu.Lock()
-		c = p.byKey[idempotencyKey]
-		p.mu.Unlock()
-	} else {
-		err := p.durable.View(ctx, func(tx LedgerTx) error {
-			var err error
-			c, err = tx.GetTestCharge(idempotencyKey)
-			return err
-		})
-		if err != nil && !errors.Is(err, ErrLedgerNotFound) {
-			return "", false, fmt.Errorf("test processor: %w", err)
+		defer p.mu.Unlock()
+		for n := 1; ; n++ {
+			c, ok := p.byKey[ledgerKey(idempotencyKey, n)]
+			if !ok {
+				return "", false, nil
+			}
+			if !c.Declined {
+				return c.Ref, true, nil
+			}
 		}
 	}
-	if c == nil || c.Declined {
-		return "", false, nil
+	var ref string
+	err := p.durable.View(ctx, func(tx LedgerTx) error {
+		ref = ""
+		for n := 1; ; n++ {
+			c, err := tx.GetTestCharge(ledgerKey(idempotencyKey, n))
+			if errors.Is(err, ErrLedgerNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if !c.Declined {
+				ref = c.Ref
+				return nil
+			}
+		}
+	})
+	if err != nil {
+		return "", false, fmt.Errorf("test processor: %w", err)
 	}
-	return c.Ref, true, nil
+	return ref, ref != "", nil
 }
 
 // Ledger returns the successful charges so far, oldest first; refunded ones

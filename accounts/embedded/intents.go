@@ -22,6 +22,7 @@ type intentRecord struct {
 	ChargeID       string    `json:"charge_id,omitempty"`
 	Kind           string    `json:"kind"`
 	Amount         string    `json:"amount"`
+	MethodID       string    `json:"method_id,omitempty"`
 	IdempotencyKey string    `json:"idempotency_key"`
 	Status         string    `json:"status"`
 	ProcessorRef   string    `json:"processor_ref,omitempty"`
@@ -32,7 +33,7 @@ type intentRecord struct {
 func newIntentRecord(c *accounts.ChargeIntent) *intentRecord {
 	return &intentRecord{
 		ID: c.ID, UserID: c.UserID, SubscriptionID: c.SubscriptionID, ChargeID: c.ChargeID, Kind: c.Kind,
-		Amount: c.Amount, IdempotencyKey: c.IdempotencyKey, Status: c.Status, ProcessorRef: c.ProcessorRef,
+		Amount: c.Amount, MethodID: c.MethodID, IdempotencyKey: c.IdempotencyKey, Status: c.Status, ProcessorRef: c.ProcessorRef,
 		CreatedAt: ts(c.CreatedAt), UpdatedAt: ts(c.UpdatedAt),
 	}
 }
@@ -40,7 +41,7 @@ func newIntentRecord(c *accounts.ChargeIntent) *intentRecord {
 func (r *intentRecord) intent() *accounts.ChargeIntent {
 	return &accounts.ChargeIntent{
 		ID: r.ID, UserID: r.UserID, SubscriptionID: r.SubscriptionID, ChargeID: r.ChargeID, Kind: r.Kind,
-		Amount: r.Amount, IdempotencyKey: r.IdempotencyKey, Status: r.Status, ProcessorRef: r.ProcessorRef,
+		Amount: r.Amount, MethodID: r.MethodID, IdempotencyKey: r.IdempotencyKey, Status: r.Status, ProcessorRef: r.ProcessorRef,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}
 }

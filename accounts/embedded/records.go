@@ -65,7 +65,9 @@ type poolRecord struct {
 	ConfigStatus    string    `json:"config_status,omitempty"`
 	StatusReason    string    `json:"status_reason,omitempty"`
 	StatusChangedAt time.Time `json:"status_changed_at,omitzero"`
-	UpdatedAt       time.Time `json:"updated_at"`
+	// MaxPledgeSeats: absent (0) in older files, the default limit.
+	MaxPledgeSeats int       `json:"max_pledge_seats,omitempty"`
+	UpdatedAt      time.Time `json:"updated_at"`
 }
 
 type subscriptionRecord struct {
@@ -126,6 +128,7 @@ type chargeRecord struct {
 	Amount         string    `json:"amount"`
 	Status         string    `json:"status"`
 	ProcessorRef   string    `json:"processor_ref,omitempty"`
+	MethodID       string    `json:"method_id,omitempty"`
 	CreatedAt      time.Time `json:"created_at"`
 }
 
@@ -177,7 +180,7 @@ func newPoolRecord(p *accounts.Pool, seq uint64) *poolRecord {
 		Status: p.Status, Slots: p.Slots, AnnualDiscount: p.AnnualDiscount, ManualProvisioning: p.ManualProvisioning,
 		MaxOutputTokens: p.MaxOutputTokens, UpdatedAt: ts(p.UpdatedAt),
 		FundingGoal: p.FundingGoal, FundingDeadline: ts(p.FundingDeadline), ConfigStatus: p.ConfigStatus,
-		StatusReason: p.StatusReason, StatusChangedAt: ts(p.StatusChangedAt),
+		StatusReason: p.StatusReason, StatusChangedAt: ts(p.StatusChangedAt), MaxPledgeSeats: p.MaxPledgeSeats,
 	}
 	if len(p.BlockPrices) > 0 {
 		r.BlockPrices = make(map[string]string, len(p.BlockPrices))
@@ -195,7 +198,7 @@ func (r *poolRecord) pool() *accounts.Pool {
 		MaxOutputTokens: r.MaxOutputTokens, UpdatedAt: r.UpdatedAt.UTC(),
 		BlockPrices: make(map[accounts.Block]string, len(r.BlockPrices)),
 		FundingGoal: r.FundingGoal, FundingDeadline: r.FundingDeadline.UTC(), ConfigStatus: r.ConfigStatus,
-		StatusReason: r.StatusReason, StatusChangedAt: r.StatusChangedAt.UTC(),
+		StatusReason: r.StatusReason, StatusChangedAt: r.StatusChangedAt.UTC(), MaxPledgeSeats: r.MaxPledgeSeats,
 	}
 	for b, price := range r.BlockPrices {
 		p.BlockPrices[accounts.Block(b)] = price
@@ -282,14 +285,14 @@ func (r *combinedKeyRecord) combinedKey() *accounts.CombinedKey {
 func newChargeRecord(c *accounts.Charge) *chargeRecord {
 	return &chargeRecord{
 		ID: c.ID, UserID: c.UserID, SubscriptionID: c.SubscriptionID, PeriodStart: ts(c.PeriodStart),
-		Amount: c.Amount, Status: c.Status, ProcessorRef: c.ProcessorRef, CreatedAt: ts(c.CreatedAt),
+		Amount: c.Amount, Status: c.Status, ProcessorRef: c.ProcessorRef, MethodID: c.MethodID, CreatedAt: ts(c.CreatedAt),
 	}
 }
 
 func (r *chargeRecord) charge() *accounts.Charge {
 	return &accounts.Charge{
 		ID: r.ID, UserID: r.UserID, SubscriptionID: r.SubscriptionID, PeriodStart: r.PeriodStart.UTC(),
-		Amount: r.Amount, Status: r.Status, ProcessorRef: r.ProcessorRef, CreatedAt: r.CreatedAt.UTC(),
+		Amount: r.Amount, Status: r.Status, ProcessorRef: r.ProcessorRef, MethodID: r.MethodID, CreatedAt: r.CreatedAt.UTC(),
 	}
 }
 

@@ -60,3 +60,27 @@ func (t *tx) DeleteSignInTokensExpired(now time.Time) (int, error) {
 	}
 	return len(expired), nil
 }
+
+func (t *tx) CountSignInTokens(email string, since time.Time) (int, time.Time, error) {
+	var (
+		n      int
+		oldest time.Time
+	)
+	err := t.bucket(bucketSignInTokens).ForEach(func(k, v []byte) error {
+		var r signInRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			return fmt.Errorf("decode %s record %q: %w", bucketSignInTokens, k, err)
+		}
+		if r.Email == email && !r.CreatedAt.Before(since) {
+			n++
+			if oldest.IsZero() || r.CreatedAt.Before(oldest) {
+				oldest = r.CreatedAt.UTC()
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("count sign-in tokens: %w", err)
+	}
+	return n, oldest, nil
+}

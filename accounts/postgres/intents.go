@@ -9,12 +9,12 @@ import (
 	"github.com/timeblock/timeblock/accounts/billing"
 )
 
-const intentColumns = `id, user_id, subscription_id, charge_id, kind, amount, idempotency_key, status, processor_ref, created_at, updated_at`
+const intentColumns = `id, user_id, subscription_id, charge_id, kind, amount, idempotency_key, status, processor_ref, created_at, updated_at, method_id`
 
 func scanIntent(row pgx.Row) (*accounts.ChargeIntent, error) {
 	var c accounts.ChargeIntent
 	err := row.Scan(&c.ID, &c.UserID, &c.SubscriptionID, &c.ChargeID, &c.Kind, &c.Amount, &c.IdempotencyKey,
-		&c.Status, &c.ProcessorRef, &c.CreatedAt, &c.UpdatedAt)
+		&c.Status, &c.ProcessorRef, &c.CreatedAt, &c.UpdatedAt, &c.MethodID)
 	if err != nil {
 		return nil, err
 	}
@@ -24,11 +24,11 @@ func scanIntent(row pgx.Row) (*accounts.ChargeIntent, error) {
 
 func intentArgs(c *accounts.ChargeIntent) []any {
 	return []any{c.ID, c.UserID, c.SubscriptionID, c.ChargeID, c.Kind, c.Amount, c.IdempotencyKey,
-		c.Status, c.ProcessorRef, ts(c.CreatedAt), ts(c.UpdatedAt)}
+		c.Status, c.ProcessorRef, ts(c.CreatedAt), ts(c.UpdatedAt), c.MethodID}
 }
 
 func (t *tx) CreateChargeIntent(c *accounts.ChargeIntent) error {
-	err := t.execOne(`INSERT INTO charge_intents (`+intentColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+	err := t.execOne(`INSERT INTO charge_intents (`+intentColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 		intentArgs(c)...)
 	return wrap(err, "create charge intent %s", c.ID)
 }
@@ -40,8 +40,8 @@ func (t *tx) GetChargeIntent(id string) (*accounts.ChargeIntent, error) {
 
 func (t *tx) UpdateChargeIntent(c *accounts.ChargeIntent) error {
 	err := t.execOne(`UPDATE charge_intents SET user_id = $2, subscription_id = $3, charge_id = $4, kind = $5,
-		amount = $6, idempotency_key = $7, status = $8, processor_ref = $9, created_at = $10, updated_at = $11
-		WHERE id = $1`, intentArgs(c)...)
+		amount = $6, idempotency_key = $7, status = $8, processor_ref = $9, created_at = $10, updated_at = $11,
+		method_id = $12 WHERE id = $1`, intentArgs(c)...)
 	return wrap(err, "update charge intent %s", c.ID)
 }
 

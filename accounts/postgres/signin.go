@@ -37,3 +37,21 @@ func (t *tx) DeleteSignInTokensExpired(now time.Time) (int, error) {
 	})
 	return int(n), wrap(err, "delete expired sign-in tokens")
 }
+
+// CountSignInTokens reads the address's rows in the caller's SERIALIZABLE
+// transaction: two nodes counting the same address at once and both adding
+// a token is a serialization failure, retried, so the limit holds across
+// nodes. The table holds only live links (a few per address), so no index
+// on email is needed.
+func (t *tx) CountSignInTokens(email string, since time.Time) (int, time.Time, error) {
+	var (
+		n      int
+		oldest *time.Time
+	)
+	err := t.db.QueryRow(t.ctx, `SELECT count(*), min(created_at) FROM sign_in_tokens WHERE email = $1 AND created_at >= $2`,
+		email, ts(since)).Scan(&n, &oldest)
+	if err != nil {
+		return 0, time.Time{}, wrap(err, "count sign-in tokens")
+	}
+	return n, fromNull(oldest), nil
+}

@@ -170,6 +170,7 @@ func (f *fixtures) charge(sub *accounts.Subscription, periodStart time.Time) *ac
 		Amount:         "95.50",
 		Status:         "pending",
 		ProcessorRef:   fmt.Sprintf("ch_%d", n),
+		MethodID:       fmt.Sprintf("pm_%d", n),
 		CreatedAt:      created,
 	}
 }

@@ -19,6 +19,7 @@ func (f *fixtures) intent(u *accounts.User, status string) *accounts.ChargeInten
 		SubscriptionID: fmt.Sprintf("sub-not-yet-%d", n),
 		Kind:           accounts.IntentSubscribe,
 		Amount:         "96.00",
+		MethodID:       billing.TestCardVisa,
 		IdempotencyKey: fmt.Sprintf("subscribe:sub-not-yet-%d", n),
 		Status:         status,
 		CreatedAt:      created,
@@ -71,6 +72,7 @@ func testChargeIntents(t *testing.T, s accounts.Store) {
 
 	// Finishing an intent takes it off the open list; reopening puts it back.
 	pending.Status, pending.ProcessorRef, pending.UpdatedAt = accounts.IntentDone, "ch_9", at(2*time.Hour)
+	pending.MethodID = billing.TestCardMastercard
 	update(t, s, func(tx accounts.Tx) error { return tx.UpdateChargeIntent(pending) })
 	expect(t, s, "GetChargeIntent after update", pending, func(tx accounts.Tx) (*accounts.ChargeIntent, error) {
 		return tx.GetChargeIntent(pending.ID)

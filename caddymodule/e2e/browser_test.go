@@ -121,8 +121,8 @@ func signIn(t *testing.T, tb *tab, c *e2e.Caddy, email string) {
 	tb.click("#signin-submit")
 	tb.waitText("#signin-sent", email)
 	link := linkInLog(t, c, email)
-	if !strings.HasPrefix(link, c.URL()+"/account/sign-in?token=tok_") {
-		t.Fatalf("the logged link %q does not open %s/account/sign-in?token=tok_…", link, c.URL())
+	if !strings.HasPrefix(link, c.URL()+"/account/sign-in#token=tok_") {
+		t.Fatalf("the logged link %q does not open %s/account/sign-in#token=tok_…", link, c.URL())
 	}
 	tb.navigate(link)
 	tb.waitText("#who-email", email)
@@ -937,8 +937,8 @@ https://127.0.0.1:{{.HTTPS}} {
 	tb.click("#signin-submit")
 	tb.waitText("#signin-sent", "tls@example.com")
 	link := linkInLog(t, c, "tls@example.com")
-	if !strings.HasPrefix(link, site+"/account/sign-in?token=") {
-		t.Fatalf("on an HTTPS site the link is %q, want %s/account/sign-in?token=…", link, site)
+	if !strings.HasPrefix(link, site+"/account/sign-in#token=") {
+		t.Fatalf("on an HTTPS site the link is %q, want %s/account/sign-in#token=…", link, site)
 	}
 	tb.navigate(link)
 	tb.waitText("#who-email", "tls@example.com")

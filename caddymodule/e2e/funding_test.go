@@ -7,8 +7,8 @@ package e2e_test
 // pledge is charged exactly once, off-session — counted at the processor
 // (the built-in test processor's ledger in the store, or the PaymentIntents
 // of a stateful fake Stripe), never from Timeblock's own word. A declined
-// pledge goes past_due, is recovered by a working card or canceled with
-// its seats freed at the end of a short grace period; a pool past its
+// pledge is released at once (canceled, its seats free, nothing charged)
+// and its owner can then buy like anyone; a pool past its
 // deadline below its goal goes back to draft with its pledges released;
 // a paused pool sells nothing while its keys keep serving; a reload with
 // the Caddyfile still saying funding does not undo an activation; a node
@@ -426,8 +426,8 @@ func openEmbedded(t *testing.T, path string) accounts.Store {
 
 // TestFundingPools is the journey of a funding pool on each store, with the
 // built-in test processor: pledges, a withdrawal, the goal reached, refused
-// operator moves, activation charging each pledge once, declines (one
-// recovered by a new card, one canceled at the end of its grace period),
+// operator moves, activation charging each pledge once, declines (both
+// released at once; one owner then buys with a new card),
 // the deadline of another pool, pause, and a reload. On PostgreSQL two
 // nodes share the database, both run the funding passes, and the buyers
 // use both.
@@ -636,8 +636,8 @@ func fundingJourney(t *testing.T, store string) {
 			t.Errorf("%s's subscription period ends %s: the period starts at activation", p.f.name, s.Get("currentPeriodEnd").Str)
 		}
 	}
-	D1.waitStatus(t, d1ID, "past_due", 10*time.Second)
-	D2.waitStatus(t, d2ID, "past_due", 10*time.Second)
+	D1.waitStatus(t, d1ID, "canceled", 10*time.Second)
+	D2.waitStatus(t, d2ID, "canceled", 10*time.Second)
 	t.Logf("all pledges settled %v after the activation", time.Since(activated))
 	if v := metricSum(t, `timeblock_pool_pledge_charges_total{outcome="paid",pool="fund"}`, nodes...); v != 3 {
 		t.Errorf("pledge charges paid (metric, all nodes) %v, want 3", v)
@@ -670,34 +670,39 @@ func fundingJourney(t *testing.T, store string) {
 		})
 		return err
 	})
-	if code, env := D1.createKey(t, d1ID); code != http.StatusConflict || !strings.Contains(env.Get("error").Str, "past_due") {
-		t.Errorf("a key for a declined pledge: %d %s, want 409 past_due", code, env.Raw)
+	if code, env := D1.createKey(t, d1ID); code != http.StatusConflict || !strings.Contains(env.Get("error").Str, "canceled") {
+		t.Errorf("a key for a declined pledge: %d %s, want 409 canceled", code, env.Raw)
 	}
 
 	step("activated, keys work")
-	// 4. Recovery: D1 saves a working card; D2 never pays and loses its seat.
+	// 4. The declined pledges were released at once: their seats are free
+	// (no grace period), and D1 buys with a working card like anyone.
+	for _, d := range []gjson.Result{D1.sub(t, d1ID), D2.sub(t, d2ID)} {
+		if len(d.Get("hours").Array()) != 0 {
+			t.Errorf("a declined pledge still holds hours: %s", d.Raw)
+		}
+	}
+	if got := takenNow(t, A, "fund"); got != 3 {
+		t.Errorf("taken seats in this hour %d, want 3 (A, B, E: the declined pledges released)", got)
+	}
 	saved := D1.must(t, http.MethodPost, "/api/billing/setup-intent", map[string]any{"paymentMethod": billing.TestCardVisa}, http.StatusOK)
-	if rec := saved.Get("recovered").Array(); len(rec) != 1 || rec[0].Str != d1ID {
-		t.Errorf("saving a working card: recovered %s, want [%s]", saved.Get("recovered").Raw, d1ID)
+	if rec := saved.Get("recovered").Array(); len(rec) != 0 {
+		t.Errorf("saving a working card: recovered %s, want none (the declined pledge was released)", saved.Get("recovered").Raw)
 	}
-	D1.waitStatus(t, d1ID, "active", 5*time.Second)
-	d1Key := D1.mustKey(t, d1ID)
+	code, env = D1.pledge(t, "fund", block, "buy-D1")
+	if code != http.StatusCreated || env.Get("data.status").Str != "active" || env.Get("data.amountCharged").Str != "40" {
+		t.Fatalf("D1 buying after the release: %d %s, want 201 active, charged 40", code, env.Raw)
+	}
+	d1Buy := env.Get("data.id").Str
+	d1Key := D1.mustKey(t, d1Buy)
 	if _, _, err := chatOnce(t, a, d1Key, "m-fund"); err != nil {
-		t.Errorf("inference with the recovered pledge's key: %v", err)
-	}
-	takenBefore := takenNow(t, A, "fund")
-	d2 := D2.waitStatus(t, d2ID, "canceled", 20*time.Second)
-	if len(d2.Get("hours").Array()) != 0 {
-		t.Errorf("D2's canceled subscription still holds hours: %s", d2.Raw)
-	}
-	if got := takenNow(t, A, "fund"); got != takenBefore-1 {
-		t.Errorf("taken seats in this hour %d after D2's grace ended, want %d (its seat freed)", got, takenBefore-1)
+		t.Errorf("inference with D1's new purchase's key: %v", err)
 	}
 	if got := takenNow(t, A, "fund"); got != 4 {
 		t.Errorf("taken seats in this hour %d, want 4 (A, B, E, D1)", got)
 	}
 
-	step("recovery and grace done")
+	step("declined pledges released")
 	// 8. The deadline: soon goes back to draft, its pledge released.
 	eventually(t, time.Until(deadline)+10*time.Second, "soon back to draft after its deadline", func() error {
 		if code, env := s.do(t, http.MethodGet, "/api/pools/soon", nil, nil); code != http.StatusNotFound {
@@ -862,9 +867,9 @@ func fundingJourney(t *testing.T, store string) {
 				p.f.name, byKey[billing.PledgeKey(p.id)], byUser[p.f.id])
 		}
 	}
-	if byKey[billing.PledgeKey(d1ID)] != 0 || byUser[D1.id] != 1 {
-		t.Errorf("D1: %d pledge charge(s) through, %d charge(s) kept; want 0 (declined) and 1 (the retry on the new card)",
-			byKey[billing.PledgeKey(d1ID)], byUser[D1.id])
+	if byKey[billing.PledgeKey(d1ID)] != 0 || byKey[billing.SubscribeKey(d1Buy)] != 1 || byUser[D1.id] != 1 {
+		t.Errorf("D1: %d pledge charge(s) through, %d purchase charge(s), %d charge(s) kept; want 0 (declined), 1 and 1 (the purchase on the new card)",
+			byKey[billing.PledgeKey(d1ID)], byKey[billing.SubscribeKey(d1Buy)], byUser[D1.id])
 	}
 	for _, f := range []*funder{D2, W, s, N, X} {
 		if byUser[f.id] != 0 {
@@ -879,7 +884,7 @@ func fundingJourney(t *testing.T, store string) {
 		total += n
 	}
 	if total != 5 {
-		t.Errorf("%d charges kept in all, want 5 (A, B, E, D1's retry, P's purchase); ledger:", total)
+		t.Errorf("%d charges kept in all, want 5 (A, B, E, D1's purchase, P's purchase); ledger:", total)
 		for _, c := range ledger {
 			t.Logf("  %s user %s amount %s declined %v refunded %v", c.IdempotencyKey, c.UserID, c.Amount, c.Declined, c.Refunded)
 		}
@@ -891,7 +896,7 @@ func fundingJourney(t *testing.T, store string) {
 	}
 	var subsErr error
 	_ = st.View(context.Background(), func(tx accounts.Tx) error {
-		for _, id := range []string{aID, bID, eID, d1ID} {
+		for _, id := range []string{aID, bID, eID, d1Buy} {
 			cs, err := tx.ListCharges(id)
 			if err != nil {
 				subsErr = err
@@ -1087,8 +1092,8 @@ func (s *pledgeStripe) paymentIntents(key string) (n, all int) {
 // TestFundingStripe: the same journey's core with billing stripe against
 // the stateful fake: pledges create no PaymentIntent; activation creates
 // exactly one per pledge, off-session; a card whose off-session charges
-// are declined leaves its pledge past_due, and a working card saved
-// afterwards pays it.
+// are declined gets its pledge released at once (canceled, nothing
+// charged), and a working card saved afterwards charges nothing for it.
 func TestFundingStripe(t *testing.T) {
 	block := fundingNow(t)
 	ps := &pledgeStripe{fake: newFakeStripe(), declineOff: map[string]bool{}, succeeded: map[string]map[string]bool{}, declined: map[string]int{}, amounts: map[string]string{}}
@@ -1135,18 +1140,20 @@ func TestFundingStripe(t *testing.T) {
 	}
 	A.waitStatus(t, aID, "active", 10*time.Second)
 	B.waitStatus(t, bID, "active", 10*time.Second)
-	D.waitStatus(t, dID, "past_due", 10*time.Second)
+	if d := D.waitStatus(t, dID, "canceled", 10*time.Second); len(d.Get("hours").Array()) != 0 {
+		t.Errorf("D's declined pledge still holds hours: %s", d.Raw)
+	}
 	key := A.mustKey(t, aID)
 	if _, _, err := chatOnce(t, c, key, "m-fund"); err != nil {
 		t.Errorf("inference with a pledge's key after activation: %v", err)
 	}
 
-	// D saves a working card: its pledge is paid.
+	// D saves a working card: its released pledge stays released, uncharged.
 	saved := D.must(t, http.MethodPost, "/api/billing/setup-intent", map[string]any{"paymentMethod": ps.card("4242424242424242", false)}, http.StatusOK)
-	if rec := saved.Get("recovered").Array(); len(rec) != 1 || rec[0].Str != dID {
-		t.Errorf("saving a working card: recovered %s, want [%s]", saved.Get("recovered").Raw, dID)
+	if rec := saved.Get("recovered").Array(); len(rec) != 0 {
+		t.Errorf("saving a working card: recovered %s, want none (the declined pledge was released)", saved.Get("recovered").Raw)
 	}
-	D.waitStatus(t, dID, "active", 5*time.Second)
+	D.waitStatus(t, dID, "canceled", time.Second)
 	time.Sleep(1200 * time.Millisecond) // more funding passes: nothing more charged
 
 	for _, p := range []struct{ name, id string }{{"A", aID}, {"B", bID}} {
@@ -1167,8 +1174,8 @@ func TestFundingStripe(t *testing.T) {
 	if n, _ := ps.paymentIntents(billing.PledgeKey(dID)); n != 0 || declined != 1 {
 		t.Errorf("D's pledge: %d PaymentIntent(s) succeeded, %d declined; want 0 and 1", n, declined)
 	}
-	if _, all := ps.paymentIntents(""); all != 3 {
-		t.Errorf("%d PaymentIntents succeeded in all, want 3 (A's and B's pledges, D's retry on the new card)", all)
+	if _, all := ps.paymentIntents(""); all != 2 {
+		t.Errorf("%d PaymentIntents succeeded in all, want 2 (A's and B's pledges)", all)
 	}
 	ps.fake.mu.Lock()
 	for _, p := range ps.fake.problems {

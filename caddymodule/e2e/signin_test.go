@@ -95,7 +95,7 @@ func TestSignInOnTheQuickStart(t *testing.T) {
 		t.Fatalf("POST /api/auth/email: %d %s", code, b)
 	}
 	link := linkInLog(t, c, "ada@example.com")
-	prefix := site + "/account/sign-in?token="
+	prefix := site + "/account/sign-in#token="
 	if !strings.HasPrefix(link, prefix) {
 		t.Fatalf("link %q does not open %s", link, prefix)
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,11 +78,16 @@ type fakeStripe struct {
 	disputes  map[string][2]string // dispute id → status, payment intent id
 	requests  []fakeRequest
 	failNext  int // answer the next n requests 500 (after doing nothing)
+	// loseNext makes the next n payment-intent creations happen (kept for
+	// replay under their key) and answers 500 instead of their result, as
+	// an answer lost on its way back.
+	loseNext int
 }
 
 type fakeReply struct {
 	status int
 	body   []byte
+	params string // the request's path and form, compared as Stripe does
 }
 
 func newFakeStripe(t *testing.T) *fakeStripe {
@@ -199,6 +205,11 @@ func (f *fakeStripe) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method == http.MethodPost && idem != "" {
 		if rep, ok := f.replays[idem]; ok {
+			if rep.params != requestParams(r.URL.Path, form) {
+				// Stripe's rule: a key names one request.
+				f.reply(w, 400, errBody("idempotency_error", "", "", "Keys for idempotent requests can only be used with the same parameters they were first used with."))
+				return
+			}
 			w.Header().Set("Idempotent-Replayed", "true")
 			w.WriteHeader(rep.status)
 			w.Write(rep.body)
@@ -208,11 +219,32 @@ func (f *fakeStripe) serve(w http.ResponseWriter, r *http.Request) {
 	status, body := f.route(r.Method, r.URL.Path, form)
 	b, _ := json.Marshal(body)
 	if r.Method == http.MethodPost && idem != "" && status != 500 {
-		f.replays[idem] = fakeReply{status, b}
+		f.replays[idem] = fakeReply{status, b, requestParams(r.URL.Path, form)}
+	}
+	if f.loseNext > 0 && r.Method == http.MethodPost && r.URL.Path == "/v1/payment_intents" {
+		f.loseNext--
+		f.reply(w, 500, errBody("api_error", "", "", "the answer was lost"))
+		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(b)
+}
+
+// requestParams is what makes two requests under one idempotency key the
+// same request: the path and every form parameter.
+func requestParams(path string, form map[string]string) string {
+	keys := make([]string, 0, len(form))
+	for k := range form {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString(path)
+	for _, k := range keys {
+		b.WriteString("&" + k + "=" + form[k])
+	}
+	return b.String()
 }
 
 func (f *fakeStripe) reply(w http.ResponseWriter, status int, body any) {

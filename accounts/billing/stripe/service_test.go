@@ -642,3 +642,58 @@ func TestWebhookFailureBeforeTheSubscriptionIsRecorded(t *testing.T) {
 		t.Fatalf("redelivery after the intent closed: %d %+v", code, res)
 	}
 }
+
+// TestPledgeChargeLostThenCardChangedAtStripe: the funding pass charges a
+// pledge at Stripe, the answer is lost, and the buyer saves another card.
+// Stripe refuses the key with the new card (idempotency_error), so the
+// takeover must re-send the pledge's own card: one PaymentIntent, the
+// pledge active. Before, every pass re-sent the new card and the pledge
+// stayed charged and pledged for good.
+func TestPledgeChargeLostThenCardChangedAtStripe(t *testing.T) {
+	s := newSite(t)
+	err := s.store.Update(t.Context(), func(tx accounts.Tx) error {
+		return tx.UpsertPool(&accounts.Pool{ID: "pool-2", Slug: "fund", ModelID: "mf", ModelName: "F", Status: accounts.PoolFunding,
+			Slots: 4, FundingGoal: "1000", BlockPrices: map[accounts.Block]string{accounts.BlockAsia: "40.85"}, AnnualDiscount: "0", UpdatedAt: time.Now()})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.saveCard("pm_card_visa")
+	var v subView
+	if code := s.call("POST", "/api/pools/fund/subscribe", map[string]any{"blocks": []string{"asia"}}, nil, &v); code != 201 || v.Status != accounts.SubPledged {
+		t.Fatalf("pledge: %d %+v", code, v)
+	}
+	if _, err := s.svc.SetPoolStatus(t.Context(), "fund", accounts.PoolActive); err != nil {
+		t.Fatal(err)
+	}
+	s.fake.loseNext = 1
+	if _, err := s.svc.RunFunding(t.Context()); err == nil {
+		t.Fatal("the funding pass reported no error for a lost answer")
+	}
+	if st := s.status(v.ID); st != accounts.SubPledged {
+		t.Fatalf("after the lost answer the pledge is %s", st)
+	}
+	s.saveCard("pm_card_mastercard")
+	s.now = s.now.Add(16 * time.Minute) // past the takeover grace
+	if _, err := s.svc.RunFunding(t.Context()); err != nil {
+		t.Fatalf("the takeover: %v", err)
+	}
+	if st := s.status(v.ID); st != accounts.SubActive {
+		t.Fatalf("after the takeover the pledge is %s, want active", st)
+	}
+	var pledges []*fakePI
+	for _, pi := range s.fake.paymentIntents() {
+		if pi.Metadata[stripe.MetaIdempotencyKey] == billing.PledgeKey(v.ID) {
+			pledges = append(pledges, pi)
+		}
+	}
+	if len(pledges) != 1 || pledges[0].Status != "succeeded" {
+		t.Fatalf("pledge PaymentIntents %+v, want one succeeded", pledges)
+	}
+	if _, err := s.svc.SettleIntents(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if refunds := s.fake.calls("POST", "/v1/refunds"); len(refunds) != 0 {
+		t.Fatalf("settlement refunded the kept pledge: %+v", refunds)
+	}
+}

@@ -283,7 +283,7 @@ func (p *Processor) Charge(ctx context.Context, req billing.ChargeRequest) (stri
 	params.SetIdempotencyKey(req.IdempotencyKey)
 	pi, err := p.client.V1PaymentIntents.Create(ctx, params)
 	if err != nil {
-		return "", chargeError(err)
+		return "", chargeError(req.IdempotencyKey, err)
 	}
 	switch pi.Status {
 	case stripeapi.PaymentIntentStatusSucceeded, stripeapi.PaymentIntentStatusProcessing:
@@ -309,9 +309,13 @@ func (p *Processor) Charge(ctx context.Context, req billing.ChargeRequest) (stri
 const msgAuthentication = "Your bank asks you to confirm this payment (3-D Secure), which cannot be done for a payment made from the server. Save the card again on the billing page (your bank may ask you to confirm it there) or use another card."
 
 // chargeError maps a failed PaymentIntent creation: card errors are
-// declines with Stripe's message for the card holder.
-func chargeError(err error) error {
+// declines with Stripe's message for the card holder, and a key reused
+// with other parameters is a *billing.IdempotencyError.
+func chargeError(key string, err error) error {
 	var se *stripeapi.Error
+	if errors.As(err, &se) && se.Type == stripeapi.ErrorTypeIdempotency {
+		return &billing.IdempotencyError{Key: key, Detail: se.Msg}
+	}
 	if errors.As(err, &se) && se.Type == stripeapi.ErrorTypeCard {
 		reason := se.Msg
 		if se.Code == stripeapi.ErrorCodeAuthenticationRequired {

@@ -2,9 +2,9 @@
 
 import {
   api, get, h, field, msg, busy, announce, badge, statusBadge, secret, confirmDialog, copyButton,
-  usd, blockLabel, fmtDate, fmtDateTime,
+  usd, blockLabel, fmtDate, fmtDateTime, when,
 } from './lib.js';
-import { cardForm, cardText } from './billing.js';
+import { cardForm, cardText, hasTestBank, testBank } from './billing.js';
 
 // loadSubscriptions gathers the user's subscriptions on every pool: each gets .pool (the
 // pool's row, or a stand-in naming it by slug when it is no longer listed). Newest first.
@@ -44,12 +44,12 @@ export async function renderSubscriptions(ctx, view) {
     })) : null;
 
   const list = subs.length
-    ? subs.map((s) => subRow(view, s, inCombined.get(s.id)))
+    ? subs.map((s) => subRow(ctx, view, s, inCombined.get(s.id)))
     : [h('p', { class: 'empty' }, 'No subscriptions yet. ', h('a', { href: '#/pools' }, 'Browse the pools'), ' to buy seats.')];
   view.fill('subscriptions', pastDue, h('div', { class: 'list' }, list), cardBox);
 }
 
-function subRow(view, s, combined) {
+function subRow(ctx, view, s, combined) {
   const note = msg();
   const actions = h('div', { class: 'row' });
   let keyInfo;
@@ -78,14 +78,32 @@ function subRow(view, s, combined) {
     actions.append(btn);
   }
   if (s.status === 'incomplete') {
+    // Confirm asks the processor; with the test processor a payment still waiting opens the test bank first.
     const btn = h('button', { type: 'button', class: 'primary' }, 'Confirm payment');
     btn.addEventListener('click', () => busy(btn, async () => {
-      const r = await api('POST', `/api/subscriptions/${encodeURIComponent(s.id)}/confirm`);
-      if (!r.ok) return note.show(r.error);
+      let r = await api('POST', `/api/subscriptions/${encodeURIComponent(s.id)}/confirm`);
+      if (r.status === 402 && r.data && r.data.status === 'incomplete' && hasTestBank(ctx, r.data)) {
+        const b = await testBank(r.data);
+        if (b && !b.ok) return note.show(b.error);
+        if (b) r = await api('POST', `/api/subscriptions/${encodeURIComponent(s.id)}/confirm`);
+      }
+      if (!r.ok) {
+        const waiting = Boolean(r.data && r.data.status === 'incomplete');
+        note.show(r.error, waiting ? 'warn' : 'error');
+        if (r.status === 402 && !waiting) setTimeout(view.rerender, 2500); // ended unpaid: show it canceled
+        return;
+      }
       announce('Payment confirmed');
       view.rerender();
     }));
-    actions.append(btn);
+    const cancel = h('button', { type: 'button', class: 'ghost' }, 'Cancel purchase');
+    cancel.addEventListener('click', () => busy(cancel, async () => {
+      const r = await api('POST', `/api/subscriptions/${encodeURIComponent(s.id)}/cancel`);
+      if (!r.ok) return note.show(r.error);
+      announce(r.data.refunded ? 'Purchase canceled: the payment is refunded' : 'Purchase canceled: nothing was charged');
+      view.rerender();
+    }));
+    actions.append(btn, cancel);
   }
   if (renewable(s) && !s.cancelAtPeriodEnd) {
     const btn = h('button', { type: 'button', class: 'ghost' }, 'Cancel at period end');
@@ -116,7 +134,7 @@ function subRow(view, s, combined) {
   const state = {
     pending_key: 'The operator delivers the key by hand: usually within hours, always within 24 hours. You will get an e-mail.',
     past_due: 'Payment past due: the key is suspended until a new card pays (above).',
-    incomplete: 'Waiting for your bank to confirm the payment (3-D Secure). The seats are held for 10 minutes.',
+    incomplete: 'Unpaid: your bank asks you to confirm the payment (3-D Secure). Nothing is charged until you do, and there is no key yet. Cancel the purchase to release the seats now.',
     canceled: 'Ended. Its seats are free again.',
     pledged: 'Pledged: the seats are held and nothing is charged until the pool goes live; then your card is charged for the first period and you can create the key.',
   }[s.status];
@@ -128,10 +146,22 @@ function subRow(view, s, combined) {
       h('dt', {}, 'Hours'), h('dd', {}, s.blocks.map(blockLabel).join(', ')),
       h('dt', {}, 'Seats'), h('dd', {}, `${s.quantity} per hour (${s.quantity} simultaneous request${s.quantity > 1 ? 's' : ''})`),
       h('dt', {}, 'Price'), h('dd', {}, `${usd(s.monthlyPrice)} / month, billed ${s.billingCycle === 'year' ? 'yearly' : 'monthly'}`),
-      s.status === 'pledged' ? null : [h('dt', {}, s.cancelAtPeriodEnd || s.status === 'canceled' ? 'Ends' : 'Renews'), h('dd', {}, fmtDate(s.currentPeriodEnd))],
+      periodFact(s),
       h('dt', {}, 'Key'), h('dd', {}, keyInfo)),
     state ? h('p', { class: 'notice small' }, state) : null,
     actions, note);
+}
+
+// periodFact is the row's line about its period: when it renews or ends, or what an unpaid purchase waits for.
+function periodFact(s) {
+  switch (s.status) {
+    case 'pledged': return null;
+    case 'incomplete':
+      return [h('dt', {}, 'Payment'), h('dd', { class: 'sub-waiting' },
+        `Waiting for your bank's confirmation — confirm or cancel by ${s.holdExpiresAt ? when(s.holdExpiresAt) : 'the end of the hold'}`)];
+    case 'canceled': return [h('dt', {}, new Date(s.currentPeriodEnd) <= new Date() ? 'Ended' : 'Ends'), h('dd', {}, fmtDate(s.currentPeriodEnd))];
+  }
+  return [h('dt', {}, s.cancelAtPeriodEnd ? 'Ends' : 'Renews'), h('dd', {}, fmtDate(s.currentPeriodEnd))];
 }
 
 // ---- Keys ------------------------------------------------------------------

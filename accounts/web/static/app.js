@@ -3,7 +3,10 @@
 // Stable names for tests (keep them once written):
 //
 // Routes (hash): #/pools, #/pools/<slug> (detail + buy), #/subscriptions, #/keys (+ management keys),
-//   #/combined, #/now, #/connect, #/connect/<key or combined key id>. Sign-in lives at /account/ (signed out) and /account/sign-in?token=…
+//   #/combined, #/now, #/connect, #/connect/<key or combined key id>. Sign-in lives at /account/ (signed out) and
+//   /account/sign-in#token=… (links sent before the token moved to the fragment: /account/sign-in?token=…).
+//   A browser signed in as someone else is asked first, in #confirm-dialog ("Sign in as <email>" /
+//   "Stay signed in as <email>").
 // Sections: #signin, #pools, #pool-detail, #buy, #subscriptions, #keys, #management-keys, #combined, #now, #connect
 // Shell: #nav (links with data-route), #who-email, #sign-out ("Sign out"), #status (aria-live),
 //   #confirm-dialog with #confirm-ok / #confirm-cancel ("Keep it")
@@ -16,11 +19,15 @@
 //   #buy-monthly[data-amount], #buy-charge[data-amount] (canonical decimal string as the server charges),
 //   #buy-opens, #buy-manual, #buy-terms, #buy-submit ("Buy"), #buy-result, #buy-confirm ("Confirm payment"),
 //   #buy-create-key ("Create key"), #buy-change-card ("Change card")
+// 3-D Secure on a purchase: #buy-waiting (the unpaid purchase) with #buy-test-bank ("Open the test bank", test
+//   processor; #buy-confirm with Stripe) and #buy-cancel ("Cancel purchase"); #buy-unpaid once it ended unpaid;
+//   the test bank's dialog #test-bank with #test-bank-approve ("Approve") and #test-bank-fail ("Fail")
 // Card form (prefix "card" on the buy page and in #subscriptions, "recover" for past-due recovery):
 //   #<prefix>-form, #<prefix>-test-card (select, test processor), #<prefix>-element (Stripe),
 //   #<prefix>-save ("Save card"), #<prefix>-check ("Check again", after 3-D Secure)
 // Subscriptions: .sub[data-id=<subscription id>], buttons "Create key", "Cancel at period end" (then
-//   #confirm-ok), "Keep renewing" (once set to cancel), "Confirm payment"; #billing-card ("Change card" / "Add a card"), #past-due
+//   #confirm-ok), "Keep renewing" (once set to cancel), "Confirm payment" and "Cancel purchase" (unpaid), with
+//   .sub-waiting saying what an unpaid one waits for; #billing-card ("Change card" / "Add a card"), #past-due
 // Keys: #key-create-form, #key-create-sub, #key-create-name, #key-create-submit ("Create key");
 //   .key[data-id=<key id>] with "Reveal"/"Hide", "Copy", "Rename", "Revoke"/"Reactivate", "Delete";
 //   rename: #key-name-<id> + "Save"
@@ -39,7 +46,7 @@
 //   #snippet-openai-py, #snippet-openai-js, #snippet-anthropic-py, #snippet-anthropic-js (each with "Copy")
 // Errors: each action has a p.msg (role=alert) beside it with the server's message; .msg.ok / .msg.warn otherwise.
 
-import { api, announce, setUnauthorizedHandler } from './lib.js';
+import { api, announce, confirmDialog, setUnauthorizedHandler } from './lib.js';
 import { renderPools, renderPoolDetail } from './pools.js';
 import { renderSubscriptions, renderKeys } from './account.js';
 import { renderCombined, renderNow, renderConnect } from './combined.js';
@@ -197,24 +204,40 @@ async function boot() {
   ctx.config = cfg.ok ? cfg.data : { signIn: 'email', signUp: 'open', processor: null, stripePublishableKey: null };
 
   let error = null;
+  let stayed = null;
   if (/\/sign-in\/?$/.test(location.pathname)) {
-    const token = new URLSearchParams(location.search).get('token');
+    // Links carry the token in the fragment, which no server ever sees; older links in the query.
+    const token = new URLSearchParams(location.hash.replace(/^#/, '')).get('token')
+      || new URLSearchParams(location.search).get('token');
     // The token leaves the address bar (and history) before anything else happens.
-    history.replaceState(null, '', location.pathname.replace(/sign-in\/?$/, '') + location.hash);
-    if (token) {
-      const r = await api('POST', '/api/auth/verify', { token });
-      if (!r.ok) {
-        error = r.status === 401
-          ? 'This sign-in link was already used or has expired. Enter your e-mail address to get a new one.'
-          : r.error;
-      }
-    }
+    history.replaceState(null, '', location.pathname.replace(/sign-in\/?$/, '') + (location.hash.startsWith('#/') ? location.hash : ''));
+    if (token) ({ error, stayed } = await useLink(token));
   }
   const s = await api('GET', '/api/auth/session');
   if (s.ok && s.data && s.data.user) {
     startApp(s.data.user);
-    if (error) announce('This sign-in link was already used or has expired; you are still signed in.');
+    if (stayed) announce(`You are still signed in as ${stayed}.`);
+    else if (error) announce('This sign-in link was already used or has expired; you are still signed in.');
   } else showSignIn(error);
+}
+
+// useLink exchanges a sign-in link's token for a session. A browser signed in as someone else is never
+// switched without asking: the server answers 409 with both addresses, and only a yes sends replace.
+async function useLink(token) {
+  let r = await api('POST', '/api/auth/verify', { token });
+  if (r.status === 409 && r.data && r.data.signedInAs) {
+    const { signedInAs, email } = r.data;
+    const yes = await confirmDialog('Switch account?',
+      `You are signed in as ${signedInAs}; sign in as ${email} instead? Only do this if you asked for a link for ${email}.`,
+      `Sign in as ${email}`, `Stay signed in as ${signedInAs}`);
+    if (!yes) return { error: null, stayed: signedInAs };
+    r = await api('POST', '/api/auth/verify', { token, replace: true });
+  }
+  if (r.ok) return { error: null, stayed: null };
+  return {
+    error: r.status === 401 ? 'This sign-in link was already used or has expired. Enter your e-mail address to get a new one.' : r.error,
+    stayed: null,
+  };
 }
 
 setUnauthorizedHandler(() => showSignIn('Your session has ended. Sign in again.'));

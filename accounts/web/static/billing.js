@@ -1,6 +1,6 @@
 // The card step: save a card with the test processor's cards or Stripe Elements, 3-D Secure included.
 
-import { api, h, field, msg, busy, announce } from './lib.js';
+import { api, h, field, msg, busy, announce, usd } from './lib.js';
 
 // The built-in test processor's cards (accounts/billing/testprocessor.go).
 const TEST_CARDS = [
@@ -86,4 +86,32 @@ export function cardForm(ctx, prefix, onSaved, { intro } = {}) {
   }));
 
   return h('div', { class: 'card-step' }, intro ? h('p', {}, intro) : null, form);
+}
+
+// hasTestBank reports whether 3-D Secure is played by the page's test bank (the built-in test processor has no
+// bank page; with Stripe, Stripe.js shows the real one).
+export const hasTestBank = (ctx, data) => ctx.config.processor !== 'stripe' && Boolean(data && data.paymentRef);
+
+// testBank plays the customer's bank for a purchase waiting for 3-D Secure with the built-in test processor:
+// a dialog (#test-bank) offers "Approve" (#test-bank-approve) and "Fail" (#test-bank-fail), and the answer goes
+// to POST /api/billing/test-bank/:ref. Resolves that call's answer, or null when the dialog was closed unanswered.
+export function testBank(data) {
+  const d = h('dialog', { id: 'test-bank', 'aria-labelledby': 'test-bank-title' },
+    h('form', { method: 'dialog' },
+      h('h2', { id: 'test-bank-title' }, 'Test bank: confirm this payment'),
+      h('p', {}, `Your bank asks you to confirm a payment of ${usd(data.amount)} (3-D Secure). `,
+        'This site uses the built-in test processor, so this stands in for your bank\'s page: no money moves.'),
+      h('div', { class: 'row end' },
+        h('button', { type: 'submit', value: 'fail', id: 'test-bank-fail', class: 'ghost' }, 'Fail'),
+        h('button', { type: 'submit', value: 'approve', id: 'test-bank-approve', class: 'primary' }, 'Approve'))));
+  document.body.append(d);
+  return new Promise((resolve) => {
+    d.addEventListener('close', async () => {
+      d.remove();
+      if (d.returnValue !== 'approve' && d.returnValue !== 'fail') return resolve(null);
+      resolve(await api('POST', `/api/billing/test-bank/${encodeURIComponent(data.paymentRef)}`, { approve: d.returnValue === 'approve' }));
+    }, { once: true });
+    d.showModal();
+    d.querySelector('#test-bank-approve').focus();
+  });
 }

@@ -97,11 +97,12 @@ export async function busy(button, fn) {
 
 const dialog = () => document.getElementById('confirm-dialog');
 // confirmDialog asks in the page's <dialog>; resolves true when the user confirmed.
-export function confirmDialog(title, text, okLabel = 'Delete') {
+export function confirmDialog(title, text, okLabel = 'Delete', cancelLabel = 'Keep it') {
   const d = dialog();
   d.querySelector('#confirm-title').textContent = title;
   d.querySelector('#confirm-text').textContent = text;
   d.querySelector('#confirm-ok').textContent = okLabel;
+  d.querySelector('#confirm-cancel').textContent = cancelLabel;
   d.returnValue = '';
   return new Promise((resolve) => {
     d.addEventListener('close', () => resolve(d.returnValue === 'ok'), { once: true });

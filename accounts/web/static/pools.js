@@ -4,7 +4,7 @@ import {
   api, get, h, field, msg, busy, announce, badge, statusBadge, secret, newIdempotencyKey,
   price, usd, BLOCKS, hoursOf, utcHour, pad2, blockLabel, nextOpening, when, inDuration, fmtDate,
 } from './lib.js';
-import { cardForm, cardText } from './billing.js';
+import { cardForm, cardText, hasTestBank, testBank } from './billing.js';
 
 // freeSeats counts, per block, the seats free in every hour of it (a purchase needs each hour).
 function freeSeats(detail) {
@@ -247,7 +247,7 @@ function buyForm(ctx, view, pool, billing, terms, refreshMap) {
       const retryable = r.status === 0 || r.status >= 500 || (r.status === 409 && /still being processed/i.test(r.error));
       if (!retryable) attempt = null;
       if (r.ok) return purchased(ctx, view, r.data, result, form, refreshMap);
-      if (r.status === 402 && r.data && r.data.status === 'incomplete') return needsAuth(ctx, view, r, result, form, note, refreshMap);
+      if (r.status === 402 && r.data && r.data.status === 'incomplete') return needsAuth(ctx, view, r, result, form, refreshMap);
       if (r.status === 409 && r.data && r.data.version) {
         terms.version = r.data.version;
         termsBox.checked = false;
@@ -321,27 +321,62 @@ function keyStep(sub) {
   return h('div', {}, h('p', {}, 'Next: create the key your tools will use. No key is made until you ask.'), btn, note, box);
 }
 
-// needsAuth finishes a purchase whose bank asks for 3-D Secure (402 incomplete).
-async function needsAuth(ctx, view, r, result, form, note, refreshMap) {
+// needsAuth finishes a purchase whose bank asks for 3-D Secure (402 incomplete): Stripe.js shows the bank's page,
+// or, with the built-in test processor, the test bank's dialog; then the purchase is confirmed. Until then it
+// holds the seats unpaid, and "Cancel purchase" releases them.
+async function needsAuth(ctx, view, r, result, form, refreshMap) {
   const data = r.data;
+  const id = encodeURIComponent(data.subscriptionId);
   const confirmNote = msg();
+  form.hidden = true;
+  // ended shows a purchase that ended unpaid; the form buys again.
+  const ended = (title, text) => {
+    refreshMap();
+    result.replaceChildren(h('div', { class: 'card notice', id: 'buy-unpaid' }, h('h3', {}, title), h('p', {}, text)));
+    form.hidden = false;
+    result.scrollIntoView({ block: 'nearest' });
+  };
   const confirm = async () => {
-    const c = await api('POST', `/api/subscriptions/${encodeURIComponent(data.subscriptionId)}/confirm`);
+    const c = await api('POST', `/api/subscriptions/${id}/confirm`);
     if (c.ok) return purchased(ctx, view, c.data, result, form, refreshMap);
+    if (c.status === 402 && !(c.data && c.data.status === 'incomplete')) {
+      announce('Payment not confirmed');
+      return ended('Payment not confirmed', 'Your bank did not confirm the payment (3-D Secure), so nothing was charged and the seats are free again. Press Buy to try again, or change the card.');
+    }
     confirmNote.show(c.error, c.data && c.data.status === 'incomplete' ? 'warn' : 'error');
   };
+  const bank = async () => {
+    const b = await testBank(data);
+    if (b === null) return confirmNote.show('The bank step was closed: the payment still waits. Open it again, or cancel the purchase.', 'warn');
+    if (!b.ok) return confirmNote.show(b.error);
+    return confirm();
+  };
+  const cancel = async () => {
+    const c = await api('POST', `/api/subscriptions/${id}/cancel`);
+    if (!c.ok) return confirmNote.show(c.error);
+    announce('Purchase canceled');
+    ended('Purchase canceled', c.data.refunded
+      ? 'Your bank had already confirmed the payment: it is refunded in full. The seats are free again.'
+      : 'Nothing was charged and the seats are free again.');
+  };
+  const btn = h('button', { type: 'button', id: 'buy-confirm', class: 'primary' }, 'Confirm payment');
+  btn.addEventListener('click', () => busy(btn, confirm));
+  const bankBtn = hasTestBank(ctx, data) ? h('button', { type: 'button', id: 'buy-test-bank', class: 'primary' }, 'Open the test bank') : null;
+  if (bankBtn) bankBtn.addEventListener('click', () => busy(bankBtn, bank));
+  const cancelBtn = h('button', { type: 'button', id: 'buy-cancel', class: 'ghost' }, 'Cancel purchase');
+  cancelBtn.addEventListener('click', () => busy(cancelBtn, cancel));
+  result.replaceChildren(h('div', { class: 'card notice', id: 'buy-waiting' },
+    h('h3', {}, 'Your bank asks you to confirm this payment'),
+    h('p', {}, `Nothing is charged yet (${usd(data.amount)}). The seats are held until ${when(data.holdExpiresAt)}. `,
+      bankBtn ? 'Confirm it in the test bank, or cancel the purchase to release the seats now.'
+        : 'Once your bank has confirmed, press "Confirm payment"; or cancel the purchase to release the seats now.'),
+    h('div', { class: 'row' }, bankBtn || btn, cancelBtn), confirmNote));
   const stripe = await ctx.stripe();
   if (stripe) {
     const res = await stripe.confirmCardPayment(data.clientSecret);
-    if (res.error) note.show(`${res.error.message} Nothing was charged; the seats are held until ${when(data.holdExpiresAt)}.`);
-    else return confirm();
+    if (res.error) return confirmNote.show(`${res.error.message} Nothing was charged; the seats are held until ${when(data.holdExpiresAt)}.`);
+    return confirm();
   }
-  const btn = h('button', { type: 'button', id: 'buy-confirm', class: 'primary' }, 'Confirm payment');
-  btn.addEventListener('click', () => busy(btn, confirm));
-  result.replaceChildren(h('div', { class: 'card notice' },
-    h('h3', {}, 'Your bank asks you to confirm this payment'),
-    h('p', {}, `Nothing is charged yet (${usd(data.amount)}). The seats are held until ${when(data.holdExpiresAt)}. `,
-      'Once your bank has confirmed, press "Confirm payment".'),
-    btn, confirmNote));
+  if (bankBtn) return busy(bankBtn, bank);
   btn.focus();
 }
