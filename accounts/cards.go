@@ -315,6 +315,7 @@ func (s *Service) retryCharge(ctx context.Context, sub *Subscription, c *Charge,
 	if errors.Is(err, billing.ErrDeclined) {
 		s.finishIntent(ctx, in.ID, IntentVoid, "")
 		s.logger.Info("past-due retry declined", zap.String("subscription_id", sub.ID))
+		s.notifyCharge(ctx, OpChargeFailed, opKindRecovery, sub.ID, c.Amount, billing.DeclineReason(err)) // operator notices
 		return false, nil
 	}
 	if err != nil {
@@ -350,6 +351,9 @@ func (s *Service) retryCharge(ctx context.Context, sub *Subscription, c *Charge,
 		if err := tx.UpdateCharge(ch); err != nil {
 			return err
 		}
+		if err := recordLedgerTx(tx, ch, LedgerRecovery, s.clock()); err != nil {
+			return err
+		}
 		if ch.PeriodStart.Equal(cur.CurrentPeriodEnd) {
 			cur.CurrentPeriodStart = cur.CurrentPeriodEnd
 			cur.CurrentPeriodEnd = nextPeriodEnd(cur.CurrentPeriodEnd, cur.BillingCycle)
@@ -375,6 +379,7 @@ func (s *Service) retryCharge(ctx context.Context, sub *Subscription, c *Charge,
 		return false, nil
 	}
 	s.logger.Info("past-due subscription recovered", zap.String("subscription_id", sub.ID), zap.String("charge_ref", ref))
+	s.notifyCharge(ctx, OpChargeSucceeded, opKindRecovery, sub.ID, c.Amount, "") // operator notices (operator_notices.go)
 	s.publishKeyChange(ctx, sub.UserID)
 	return true, nil
 }

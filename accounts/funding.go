@@ -228,6 +228,7 @@ func (s *Service) pledge(ctx context.Context, user *User, pool *Pool, order *sub
 	s.logger.Info("pledge recorded", zap.String("user_id", user.ID), zap.String("subscription_id", subID),
 		zap.String("pool", pool.Slug), zap.String("monthly", res.MonthlyPrice), zap.String("due_at_activation", res.AmountDue))
 	s.notifyFunding(ctx, user, FundingNotice{Kind: NoticePledgeRecorded, Pool: pool, SubscriptionID: subID, Amount: res.AmountDue})
+	s.notifyPledge(ctx, subID, res.AmountDue) // operator notices (operator_notices.go)
 	s.checkGoal(ctx, pool.ID)
 	return res, nil
 }
@@ -348,6 +349,7 @@ func (s *Service) checkGoal(ctx context.Context, poolID string) bool {
 			zap.String("pool", moved.Slug), zap.String("goal", moved.FundingGoal), zap.String("pledged", total))
 		s.poolMoved(moved, PoolFunding, PoolActivating, StatusByGoal)
 		s.notifyFunding(ctx, nil, FundingNotice{Kind: NoticeGoalReached, Pool: moved, Amount: total})
+		s.notifyGoalReached(ctx, moved, total) // operator notices (operator_notices.go)
 	}
 	return moved != nil
 }
@@ -435,6 +437,9 @@ func (s *Service) SetPoolStatus(ctx context.Context, idOrSlug, status string) (*
 	)
 	err := s.store.Update(ctx, func(tx Tx) error {
 		res = nil
+		if err := s.auditTx(ctx, tx); err != nil { // audit.go
+			return err
+		}
 		p, err := tx.GetPoolBySlug(idOrSlug)
 		if errors.Is(err, ErrNotFound) {
 			p, err = tx.GetPool(idOrSlug)
@@ -664,6 +669,7 @@ func (s *Service) expireFunding(ctx context.Context, poolID string) (bool, error
 	if moved.Status == PoolActivating {
 		s.poolMoved(moved, PoolFunding, PoolActivating, StatusByGoal)
 		s.notifyFunding(ctx, nil, FundingNotice{Kind: NoticeGoalReached, Pool: moved, Amount: total})
+		s.notifyGoalReached(ctx, moved, total) // operator notices (operator_notices.go)
 		return false, nil
 	}
 	s.logger.Warn("funding deadline passed below the goal: the pool is draft again and its pledges are released, nothing charged",
@@ -928,6 +934,7 @@ func (s *Service) settlePledge(ctx context.Context, in *ChargeIntent, takeover b
 			zap.String("pool", pool.Slug), zap.String("amount", in.Amount), zap.String("reason", reason))
 		s.notifyFunding(ctx, user, FundingNotice{Kind: NoticeChargeFailed, Pool: pool, SubscriptionID: in.SubscriptionID,
 			Amount: in.Amount, Reason: reason})
+		s.notifyCharge(ctx, OpChargeFailed, opKindPledge, in.SubscriptionID, in.Amount, reason) // operator notices
 		return
 	}
 	rep.Charged++
@@ -935,6 +942,7 @@ func (s *Service) settlePledge(ctx context.Context, in *ChargeIntent, takeover b
 	s.logger.Info("pledge charged: the pool is live", zap.String("subscription_id", in.SubscriptionID),
 		zap.String("pool", pool.Slug), zap.String("status", status), zap.String("amount", in.Amount), zap.String("charge_ref", ref))
 	s.notifyFunding(ctx, user, FundingNotice{Kind: NoticePoolLive, Pool: pool, SubscriptionID: in.SubscriptionID, Amount: in.Amount})
+	s.notifyPledgeCharged(ctx, in.SubscriptionID, in.Amount, status) // operator notices (operator_notices.go)
 }
 
 // recordPledge records a pledge's charge in one transaction with its
@@ -994,7 +1002,10 @@ func (s *Service) recordPledge(ctx context.Context, in *ChargeIntent, declined b
 			return err
 		}
 		status = sub.Status
-		return tx.CreateCharge(charge)
+		if err := tx.CreateCharge(charge); err != nil {
+			return err
+		}
+		return recordLedgerTx(tx, charge, LedgerPledge, now)
 	})
 	return status, err
 }

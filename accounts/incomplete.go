@@ -196,11 +196,14 @@ func settleIncompleteTx(tx Tx, sub *Subscription, state, ref string, now time.Ti
 		if err := tx.UpdateSubscription(sub); err != nil {
 			return "", err
 		}
-		err = tx.CreateCharge(&Charge{
+		charge := &Charge{
 			ID: newID(), UserID: sub.UserID, SubscriptionID: sub.ID, PeriodStart: now,
 			Amount: amount, Status: ChargeSucceeded, ProcessorRef: ref, CreatedAt: now,
-		})
-		return sub.Status, err
+		}
+		if err := tx.CreateCharge(charge); err != nil {
+			return "", err
+		}
+		return sub.Status, recordLedgerTx(tx, charge, LedgerPurchase, now)
 	case billing.PaymentFailed:
 		if in != nil {
 			in.Status, in.UpdatedAt = IntentVoid, now
@@ -249,6 +252,7 @@ func (s *Service) settleIncomplete(ctx context.Context, subID, state, ref string
 	if status != "" {
 		s.logger.Info("incomplete subscription settled", zap.String("subscription_id", subID), zap.String("status", status))
 		s.publishKeyChange(ctx, userID)
+		s.notifySubscribed(ctx, subID, status) // operator notices (operator_notices.go)
 	}
 	return status, nil
 }

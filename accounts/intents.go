@@ -192,6 +192,7 @@ func (s *Service) refundCharge(ctx context.Context, ref, chargeKey, why string) 
 		return err
 	}
 	s.logger.Warn("charge refunded", zap.String("charge_ref", ref), zap.String("reason", why))
+	s.notifyRefund(ctx, ref, chargeKey, why) // operator notices (operator_notices.go)
 	return nil
 }
 

@@ -301,9 +301,11 @@ func (s *Service) renew(ctx context.Context, subID string, now time.Time) (dueOu
 	s.publishKeyChange(ctx, userID)
 	if declined {
 		s.logger.Info("renewal declined: subscription past due", zap.String("subscription_id", subID), zap.String("amount", charge.Amount))
+		s.notifyCharge(ctx, OpChargeFailed, opKindRenewal, subID, charge.Amount, "") // operator notices (operator_notices.go)
 		return outcomePastDue, nil
 	}
 	s.logger.Info("subscription renewed", zap.String("subscription_id", subID), zap.String("amount", charge.Amount), zap.String("charge_ref", ref))
+	s.notifyCharge(ctx, OpChargeSucceeded, opKindRenewal, subID, charge.Amount, "") // operator notices (operator_notices.go)
 	return outcomeRenewed, nil
 }
 
@@ -341,6 +343,9 @@ func (s *Service) recordRenewal(ctx context.Context, subID, chargeID string, dec
 		if err := tx.UpdateCharge(c); err != nil {
 			return err
 		}
+		if err := recordLedgerTx(tx, c, LedgerRenewal, now); err != nil {
+			return err
+		}
 		if cur.Status != SubActive || !cur.CurrentPeriodEnd.Equal(c.PeriodStart) {
 			return nil // changed meanwhile (operator, cancellation): the charge record says what happened
 		}
@@ -358,8 +363,9 @@ func (s *Service) recordRenewal(ctx context.Context, subID, chargeID string, dec
 	return recorded, err
 }
 
-// RunWorker runs a lifecycle pass, a settlement pass (SettleIntents) and a
-// funding pass (RunFunding) at once and then every `every` (default one
+// RunWorker runs a lifecycle pass, a settlement pass (SettleIntents), a
+// funding pass (RunFunding) and an operator-notice pass
+// (DeliverOperatorEvents) at once and then every `every` (default one
 // minute), or sooner when Kick asks, until ctx is done, logging what each
 // pass did.
 func (s *Service) RunWorker(ctx context.Context, every time.Duration) {
@@ -393,6 +399,7 @@ func (s *Service) RunWorker(ctx context.Context, every time.Duration) {
 		case frep.Acted():
 			s.logger.Info("funding pass", zap.Any("report", frep))
 		}
+		s.runOperatorEventPass(ctx) // operator notices to the webhook (operator_events.go)
 		if time.Since(pruned) >= time.Hour {
 			if n, err := s.PruneBillingRecords(ctx); err != nil && ctx.Err() == nil {
 				s.logger.Warn("pruning billing records failed: retried next pass", zap.Error(err))

@@ -40,6 +40,9 @@ func (s *Service) DeliverKey(ctx context.Context, subID string) (*Delivery, erro
 		full string
 	)
 	err := s.store.Update(ctx, func(tx Tx) error {
+		if err := s.auditTx(ctx, tx); err != nil {
+			return err
+		}
 		var err error
 		if sub, pool, err = subscriptionInState(tx, subID, SubPendingKey, "only pending_key subscriptions wait for a key"); err != nil {
 			return err
@@ -159,4 +162,50 @@ func subscriptionInState(tx Tx, subID, want, why string) (*Subscription, *Pool, 
 		return nil, nil, err
 	}
 	return sub, pool, nil
+}
+
+// CancelNow ends a subscription at once at the operator's request: canceled,
+// seats freed, key revoked, in one transaction; nothing is refunded (a
+// refund is a separate action). A pledge is withdrawn (nothing was
+// charged); an unpaid purchase must be canceled by its buyer or left to
+// expire, as its payment may still be in flight at the processor.
+func (s *Service) CancelNow(ctx context.Context, subID string) (*CancelResult, error) {
+	var (
+		sub       *Subscription
+		fell      *fallBack
+		withdrawn bool
+	)
+	err := s.store.Update(ctx, func(tx Tx) error {
+		fell, withdrawn = nil, false
+		if err := s.auditTx(ctx, tx); err != nil { // audit.go
+			return err
+		}
+		var err error
+		sub, err = tx.GetSubscription(subID)
+		if errors.Is(err, ErrNotFound) {
+			return subscriptionNotFound(subID)
+		}
+		if err != nil {
+			return err
+		}
+		now := s.clock()
+		switch sub.Status {
+		case SubActive, SubPendingKey, SubPastDue:
+			return cancelTx(tx, sub, now)
+		case SubPledged:
+			withdrawn = true
+			fell, err = withdrawPledgeTx(tx, sub, now)
+			return err
+		case SubIncomplete:
+			return Conflict("subscription %s is an unpaid purchase whose payment may still be in flight; its buyer cancels it, or it is released by itself when its hold ends", sub.ID)
+		}
+		return Conflict("subscription %s is %s: nothing is left to cancel", sub.ID, sub.Status)
+	})
+	if err != nil {
+		return nil, passClientError("cancel now", err)
+	}
+	s.fellBack(ctx, fell)
+	s.publishKeyChange(ctx, sub.UserID)
+	s.logger.Info("subscription canceled by the operator", zap.String("subscription_id", sub.ID))
+	return &CancelResult{Canceled: true, SubscriptionID: sub.ID, CurrentPeriodEnd: s.clock(), Withdrawn: withdrawn}, nil
 }

@@ -184,6 +184,13 @@ func (s *Service) ApplyProcessorEvent(ctx context.Context, ev ProcessorEvent) (*
 		if err != nil {
 			return err
 		}
+		if ev.Kind == EventChargeFailed || ev.Kind == EventChargeRefunded {
+			// The money went back to the buyer: the ledger says so
+			// (a dispute is not a refund until it is lost).
+			if err := refundLedgerTx(tx, ev.Ref); err != nil {
+				return err
+			}
+		}
 		switch ev.Kind {
 		case EventChargeFailed, EventChargeRefunded, EventChargeDisputed:
 			if sub.Status != SubActive {
@@ -229,6 +236,9 @@ func (s *Service) ApplyProcessorEvent(ctx context.Context, ev ProcessorEvent) (*
 			if err := tx.UpdateCharge(c); err != nil {
 				return err
 			}
+			if err := recordLedgerTx(tx, c, ledgerKindOf(op), now); err != nil {
+				return err
+			}
 			if c.PeriodStart.Equal(sub.CurrentPeriodEnd) {
 				sub.CurrentPeriodStart = sub.CurrentPeriodEnd
 				sub.CurrentPeriodEnd = nextPeriodEnd(sub.CurrentPeriodEnd, sub.BillingCycle)
@@ -255,6 +265,7 @@ func (s *Service) ApplyProcessorEvent(ctx context.Context, ev ProcessorEvent) (*
 		s.logger.Info("processor event applied", zap.String("event_id", ev.ID), zap.String("event_type", ev.Type),
 			zap.String("subscription_id", subID), zap.String("status", res.Effect))
 	}
+	s.notifyProcessorEvent(ctx, ev, &res) // operator notices (operator_notices.go)
 	return &res, nil
 }
 

@@ -24,6 +24,9 @@ type Config struct {
 	Logger       *zap.Logger
 	// FundingMetrics counts funding events (funding.go); nil: none.
 	FundingMetrics FundingMetrics
+	// OperatorWebhook receives the operator events (operator_events.go);
+	// nil: none are queued for a webhook.
+	OperatorWebhook OperatorWebhook
 }
 
 // Service is the account domain: every operation of the account API and the
@@ -45,6 +48,8 @@ type Service struct {
 	// kick asks RunWorker for a pass now (Kick), e.g. after a pool went live.
 	kick           chan struct{}
 	fundingMetrics FundingMetrics
+	opWebhook      OperatorWebhook
+	opPruned       time.Time // last pruning of the operator-event outbox (service clock)
 }
 
 // NewService checks cfg and builds a Service.
@@ -70,6 +75,7 @@ func NewService(cfg Config) (*Service, error) {
 		logger:         cfg.Logger,
 		kick:           make(chan struct{}, 1),
 		fundingMetrics: cfg.FundingMetrics,
+		opWebhook:      cfg.OperatorWebhook,
 	}
 	if s.logger == nil {
 		s.logger = zap.NewNop()

@@ -57,6 +57,12 @@ type LastUsedBatch struct {
 type Tx interface {
 	// Billing records of a real payment processor (billing_records.go).
 	BillingTx
+	// The outbox of operator events (operator_events.go).
+	OperatorEventTx
+	// The ledger of money taken (ledger_records.go).
+	LedgerTx
+	// The operator's audit log (audit.go).
+	AuditTx
 
 	// Users. Email is unique.
 	CreateUser(u *User) error

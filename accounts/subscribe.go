@@ -448,6 +448,7 @@ func (s *Service) charge(ctx context.Context, p *purchase) (*SubscribeResult, er
 	s.logger.Info("subscribed",
 		zap.String("user_id", sub.UserID), zap.String("subscription_id", sub.ID),
 		zap.String("pool", p.pool.Slug), zap.String("status", res.Status), zap.String("amount", res.AmountCharged))
+	s.notifySubscribed(ctx, sub.ID, res.Status) // operator notices (operator_notices.go)
 	return res, nil
 }
 

@@ -31,6 +31,39 @@ type SubscriptionView struct {
 	// HoldExpiresAt is when an unpaid (incomplete) purchase lapses unless
 	// its payment is confirmed first; absent in any other status.
 	HoldExpiresAt *time.Time `json:"holdExpiresAt,omitempty"`
+	// PeriodAmount is what each billing period charges (periodAmountTx).
+	PeriodAmount string `json:"periodAmount"`
+	// NextChargeAt is when the next period will be charged (nextChargeAt);
+	// null when no charge is scheduled.
+	NextChargeAt *time.Time `json:"nextChargeAt"`
+}
+
+// nextChargeAt is when sub's next period is charged: the end of the current
+// one, for an active subscription that renews. Nothing is scheduled for one
+// cancelled at period end or canceled; a pledge (charged when its pool
+// opens, not on a date), an unpaid purchase, one waiting for its key
+// (renewals start once it is delivered) or a past-due one (what it owes is
+// charged when its owner saves a card, not on a schedule).
+func nextChargeAt(sub *Subscription) *time.Time {
+	if sub.Status != SubActive || sub.CancelAtPeriodEnd || sub.CurrentPeriodEnd.IsZero() {
+		return nil
+	}
+	t := sub.CurrentPeriodEnd
+	return &t
+}
+
+// periodAmountsTx returns what each period of each of subs charges, by
+// subscription id (tx has the charges an old yearly one's is found from).
+func periodAmountsTx(tx Tx, subs []*Subscription) (map[string]string, error) {
+	amounts := make(map[string]string, len(subs))
+	for _, sub := range subs {
+		a, err := periodAmountTx(tx, sub)
+		if err != nil {
+			return nil, fmt.Errorf("amount of subscription %s: %w", sub.ID, err)
+		}
+		amounts[sub.ID] = canonicalAmount(a)
+	}
+	return amounts, nil
 }
 
 // SeatView is one held seat: one hour of one seat index.
@@ -64,9 +97,17 @@ func (s *Service) subscriptionView(sub *Subscription, pool *Pool, key *Key) (Sub
 		CurrentPeriodEnd:  sub.CurrentPeriodEnd,
 		Hours:             make([]SeatView, 0, len(sub.Seats)),
 		CreatedAt:         sub.CreatedAt,
+		NextChargeAt:      nextChargeAt(sub),
 	}
 	if pool != nil {
 		v.PoolSlug = pool.Slug
+	}
+	// Without a store at hand: the amount fixed at purchase, else today's
+	// price of the period (the lists read the exact fallback, periodAmountTx).
+	if sub.PeriodAmount != "" {
+		v.PeriodAmount = canonicalAmount(sub.PeriodAmount)
+	} else if pool != nil {
+		v.PeriodAmount, _ = ChargeAmount(sub.MonthlyPrice, sub.BillingCycle, pool.AnnualDiscount)
 	}
 	if sub.Status == SubIncomplete {
 		hold := sub.CreatedAt.Add(IncompleteHold)
@@ -131,9 +172,10 @@ func userPoolSubscriptionsTx(tx Tx, userID, idOrSlug string) (*Pool, []*Subscrip
 // canceled ones included.
 func (s *Service) MySubscriptions(ctx context.Context, userID, poolIDOrSlug string) ([]SubscriptionView, error) {
 	var (
-		pool *Pool
-		subs []*Subscription
-		keys map[string]*Key
+		pool    *Pool
+		subs    []*Subscription
+		keys    map[string]*Key
+		amounts map[string]string
 	)
 	err := s.store.View(ctx, func(tx Tx) error {
 		var err error
@@ -148,7 +190,8 @@ func (s *Service) MySubscriptions(ctx context.Context, userID, poolIDOrSlug stri
 			}
 			keys[sub.ID] = k
 		}
-		return nil
+		amounts, err = periodAmountsTx(tx, subs)
+		return err
 	})
 	if err != nil {
 		return nil, passClientError("my subscriptions", err)
@@ -159,6 +202,7 @@ func (s *Service) MySubscriptions(ctx context.Context, userID, poolIDOrSlug stri
 		if err != nil {
 			return nil, err
 		}
+		v.PeriodAmount = amounts[sub.ID]
 		views = append(views, v)
 	}
 	return views, nil
@@ -292,9 +336,10 @@ func (s *Service) CancelPledge(ctx context.Context, userID, poolIDOrSlug string)
 // first, canceled ones included.
 func (s *Service) AllSubscriptions(ctx context.Context, userID string) ([]SubscriptionView, error) {
 	var (
-		subs  []*Subscription
-		pools = make(map[string]*Pool)
-		keys  = make(map[string]*Key)
+		subs    []*Subscription
+		pools   = make(map[string]*Pool)
+		keys    = make(map[string]*Key)
+		amounts map[string]string
 	)
 	err := s.store.View(ctx, func(tx Tx) error {
 		var err error
@@ -311,7 +356,8 @@ func (s *Service) AllSubscriptions(ctx context.Context, userID string) ([]Subscr
 				return err
 			}
 		}
-		return nil
+		amounts, err = periodAmountsTx(tx, subs)
+		return err
 	})
 	if err != nil {
 		return nil, passClientError("list subscriptions", err)
@@ -322,6 +368,7 @@ func (s *Service) AllSubscriptions(ctx context.Context, userID string) ([]Subscr
 		if err != nil {
 			return nil, err
 		}
+		v.PeriodAmount = amounts[sub.ID]
 		views = append(views, v)
 	}
 	return views, nil
@@ -338,6 +385,9 @@ func (s *Service) SetCancelAtPeriodEnd(ctx context.Context, userID, subID string
 	)
 	err := s.store.Update(ctx, func(tx Tx) error {
 		fell = nil
+		if err := s.auditTx(ctx, tx); err != nil { // audit.go
+			return err
+		}
 		sub, err := tx.GetSubscription(subID)
 		if errors.Is(err, ErrNotFound) || (err == nil && sub.UserID != userID) {
 			return NotFound("subscription %s not found", subID)

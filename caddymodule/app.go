@@ -17,6 +17,9 @@ import (
 	"github.com/timeblock/timeblock/accounts"
 	"github.com/timeblock/timeblock/accounts/api"
 	"github.com/timeblock/timeblock/accounts/billing"
+	"github.com/timeblock/timeblock/accounts/ledger"
+	"github.com/timeblock/timeblock/accounts/operator"
+	"github.com/timeblock/timeblock/accounts/operatorhook"
 )
 
 func init() {
@@ -65,6 +68,14 @@ type App struct {
 	// Billing selects a real payment processor (Stripe); without it the
 	// built-in test processor is used.
 	Billing *BillingConfig `json:"billing,omitempty"`
+	// OperatorWebhook receives the operator notices (signed POSTs); without
+	// it they are only logged or mailed.
+	OperatorWebhook *OperatorWebhookConfig `json:"operator_webhook,omitempty"`
+	// Seller is printed at the top of every receipt (seller.go).
+	Seller *ledger.Seller `json:"seller,omitempty"`
+	// Operators are the users (by sign-in e-mail, or the identity header's
+	// value) whose sessions reach /api/operator/* (accounts/operator).
+	Operators []string `json:"operators,omitempty"`
 
 	ctx        caddy.Context
 	shared     *shared
@@ -152,6 +163,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if a.Billing != nil {
 		a.Billing.provision(repl)
 	}
+	if a.OperatorWebhook != nil {
+		a.OperatorWebhook.provision(repl)
+	}
 	for _, p := range a.Pools {
 		p.provision()
 	}
@@ -178,17 +192,22 @@ func (a *App) Provision(ctx caddy.Context) error {
 		notifier = accounts.SMTPNotifier{Addr: a.SMTP.Addr, From: a.SMTP.From, Username: a.SMTP.Username, Password: a.SMTP.Password,
 			Operator: a.SMTP.Operator, Logger: a.logger}
 	}
+	var opWebhook accounts.OperatorWebhook // nil: none
+	if a.OperatorWebhook != nil {
+		opWebhook = operatorhook.New(a.OperatorWebhook.URL, a.OperatorWebhook.Secret)
+	}
 	service, err := accounts.NewService(accounts.Config{
-		Store:          sh.gate.announcing(sh.store),
-		Secret:         a.Secret,
-		TermsVersion:   a.TermsVersion,
-		Processor:      processor,
-		Notifier:       notifier,
-		SessionTTL:     time.Duration(a.SessionTTL),
-		SignUp:         a.SignUp,
-		GracePeriod:    time.Duration(a.GracePeriod),
-		Logger:         a.logger,
-		FundingMetrics: sh.funding,
+		Store:           sh.gate.announcing(sh.store),
+		Secret:          a.Secret,
+		TermsVersion:    a.TermsVersion,
+		Processor:       processor,
+		Notifier:        notifier,
+		SessionTTL:      time.Duration(a.SessionTTL),
+		SignUp:          a.SignUp,
+		GracePeriod:     time.Duration(a.GracePeriod),
+		Logger:          a.logger,
+		FundingMetrics:  sh.funding,
+		OperatorWebhook: opWebhook,
 	})
 	if err != nil {
 		return fmt.Errorf("timeblock: %w", err)
@@ -205,6 +224,13 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if a.Billing != nil {
 		opts.StripePublishableKey = a.Billing.PublishableKey
 	}
+	var seller ledger.Seller
+	if a.Seller != nil {
+		seller = *a.Seller
+	}
+	opts.Ledger = ledger.New(sh.store, seller, nil)
+	opts.Operator = operator.New(operator.Config{Store: sh.store, Accounts: a.service, Operators: a.Operators,
+		LanesInUse: operator.LanesInUse(sh.gate.lanesInUse)})
 	a.apiOpts = opts
 	a.api = api.New(a.service, opts)
 	a.operator = api.NewOperator(a.service, opts)
@@ -231,6 +257,11 @@ func (a *App) Validate() error {
 	if a.Billing != nil {
 		if err := a.Billing.validate(); err != nil {
 			return err
+		}
+	}
+	if a.OperatorWebhook != nil {
+		if err := a.OperatorWebhook.validate(); err != nil {
+			return fmt.Errorf("timeblock: %w", err)
 		}
 	}
 	if a.SMTP != nil && (a.SMTP.Addr == "" || a.SMTP.From == "") {

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -43,6 +44,14 @@ func parseAppOptions(d *caddyfile.Dispenser, _ any) (any, error) {
 //			username <name>
 //			password <password>
 //			operator <address>
+//		}
+//		operator_webhook <url> <secret>
+//		operators <email>...
+//		seller {
+//			name <text>
+//			address <text>
+//			email <address>
+//			tax_id <text>
 //		}
 //		billing stripe {
 //			secret_key <sk_live_... | sk_test_... | rk_...>
@@ -158,6 +167,36 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				}
 				if err != nil {
 					return err
+				}
+			}
+		case "operators":
+			emails := d.RemainingArgs()
+			if len(emails) == 0 {
+				return d.Err("operators needs the operators' sign-in e-mail addresses (or identity header values), e.g. operators ops@example.com ada@example.com")
+			}
+			for _, e := range emails {
+				if strings.Contains(e, ",") {
+					return d.Errf("operators: %q: separate the addresses with spaces, not commas", e)
+				}
+				a.Operators = append(a.Operators, strings.ToLower(e))
+			}
+		case "seller":
+			if err := parseSeller(d, a); err != nil {
+				return err
+			}
+		case "operator_webhook":
+			if a.OperatorWebhook != nil {
+				return d.Err("operator_webhook is already set")
+			}
+			args := d.RemainingArgs()
+			if len(args) != 2 {
+				return d.Errf("operator_webhook needs a URL and a signing secret, e.g. " +
+					"operator_webhook https://ops.example.com/timeblock {env.TIMEBLOCK_WEBHOOK_SECRET}")
+			}
+			a.OperatorWebhook = &OperatorWebhookConfig{URL: args[0], Secret: args[1]}
+			if !strings.Contains(args[0]+args[1], "{") { // placeholders are checked once replaced (Validate)
+				if err := a.OperatorWebhook.validate(); err != nil {
+					return d.Err(err.Error())
 				}
 			}
 		case "billing":

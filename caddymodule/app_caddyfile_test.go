@@ -195,3 +195,51 @@ func TestHandlerCaddyfiles(t *testing.T) {
 		t.Error("accounts option accepted")
 	}
 }
+
+func TestOperatorWebhookCaddyfile(t *testing.T) {
+	var app App
+	err := app.UnmarshalCaddyfile(caddyfile.NewTestDispenser(`timeblock {
+		operator_webhook https://ops.example.com/timeblock {env.TIMEBLOCK_WEBHOOK_SECRET}
+	}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(app.OperatorWebhook)
+	if want := `{"url":"https://ops.example.com/timeblock","secret":"{env.TIMEBLOCK_WEBHOOK_SECRET}"}`; string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	for _, tc := range []struct{ name, input, want string }{
+		{"no secret", "timeblock {\n operator_webhook https://ops.example.com/hook\n}", "operator_webhook needs a URL and a signing secret"},
+		{"no arguments", "timeblock {\n operator_webhook\n}", "operator_webhook needs a URL and a signing secret"},
+		{"three arguments", "timeblock {\n operator_webhook https://a.example/h 0123456789abcdef extra\n}", "operator_webhook needs a URL and a signing secret"},
+		{"twice", "timeblock {\n operator_webhook https://a.example/h 0123456789abcdef\n operator_webhook https://b.example/h 0123456789abcdef\n}",
+			"operator_webhook is already set"},
+		{"not http", "timeblock {\n operator_webhook ftp://a.example/h 0123456789abcdef\n}", `"ftp://a.example/h" is not an http or https URL`},
+		{"no scheme", "timeblock {\n operator_webhook ops.example.com/h 0123456789abcdef\n}", "is not an http or https URL; write it in full"},
+		{"short secret", "timeblock {\n operator_webhook https://a.example/h tooshort\n}", "signing secret is too short (8 characters); use at least 16"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var app App
+			err := app.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.input))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v, want it to contain %q", err, tc.want)
+			}
+			if !strings.Contains(err.Error(), "Testfile:") {
+				t.Errorf("error %q does not name the file and line", err)
+			}
+		})
+	}
+	// Placeholders are checked once replaced, by Validate.
+	valid := &App{Store: &StoreConfig{Backend: "embedded"}, Secret: strings.Repeat("s", 16),
+		OperatorWebhook: &OperatorWebhookConfig{URL: "http://127.0.0.1:9000/hook", Secret: strings.Repeat("w", 16)}}
+	if err := valid.Validate(); err != nil {
+		t.Fatalf("valid webhook rejected: %v", err)
+	}
+	t.Setenv("TB_TEST_WEBHOOK_SECRET", "short")
+	w := &OperatorWebhookConfig{URL: "https://ops.example.com/h", Secret: "{env.TB_TEST_WEBHOOK_SECRET}"}
+	w.provision(caddy.NewReplacer())
+	bad := &App{Store: &StoreConfig{Backend: "embedded"}, Secret: strings.Repeat("s", 16), OperatorWebhook: w}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "timeblock: operator_webhook: the signing secret is too short (5 characters)") {
+		t.Errorf("a short secret from the environment: error = %v", err)
+	}
+}

@@ -27,8 +27,8 @@ import (
 )
 
 // routePatterns reads the patterns ("METHOD /path/{id}") registered in the
-// non-test files of accounts/api: calls of route, public and handle with a
-// string literal first argument.
+// non-test files of accounts/api: calls of route, public, operatorRoute and
+// handle with a string literal first argument.
 func routePatterns(t *testing.T) (api, operator []string) {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join("..", "accounts", "api", "*.go"))
@@ -63,7 +63,7 @@ func routePatterns(t *testing.T) (api, operator []string) {
 				return true
 			}
 			switch {
-			case (sel.Sel.Name == "route" || sel.Sel.Name == "public") && strings.HasPrefix(path, "/api/"):
+			case (sel.Sel.Name == "route" || sel.Sel.Name == "public" || sel.Sel.Name == "operatorRoute") && strings.HasPrefix(path, "/api/"):
 				api = append(api, pattern)
 			case sel.Sel.Name == "handle" && strings.HasPrefix(path, "/timeblock/"):
 				operator = append(operator, pattern)
@@ -89,6 +89,7 @@ type crossWorld struct {
 	aMgmtID, aMgmtKey         string
 	aPastDue                  string // a subscription the operator marked past due
 	aWaitRef                  string // the payment of A's purchase waiting for 3-D Secure (the test bank's ref)
+	aChargeID                 string // one of A's charges in the ledger (its receipt)
 	// B's objects.
 	bMgmtKey      string
 	bCombinedID   string
@@ -105,6 +106,7 @@ func (w *crossWorld) secrets() map[string]string {
 		"A's combined key id": w.aCombinedID, "A's combined key": w.aCombinedTok,
 		"A's management key id": w.aMgmtID, "A's management key": w.aMgmtKey,
 		"A's past-due subscription": w.aPastDue, "A's waiting payment": w.aWaitRef,
+		"A's charge": w.aChargeID,
 	}
 }
 
@@ -208,6 +210,25 @@ func crossCases(w *crossWorld) map[string][]crossCall {
 			f("POST", "/api/subscriptions/"+w.aPastDue+"/cancel", nil),
 		},
 		"POST /api/subscriptions/{id}/resume": {f("POST", "/api/subscriptions/"+w.aFree1+"/resume", nil)},
+
+		// The operator's endpoints: B is no operator, so each is an unknown
+		// endpoint to B, whatever it names (A's objects or none).
+		"GET /api/operator/pools": {f("GET", "/api/operator/pools", nil)},
+		"GET /api/operator/subscriptions": {f("GET", "/api/operator/subscriptions?email="+w.a.email, nil),
+			f("GET", "/api/operator/subscriptions?status=active", nil)},
+		"POST /api/operator/subscriptions/{id}/deliver": {f("POST", "/api/operator/subscriptions/"+w.aFree1+"/deliver", nil)},
+		"POST /api/operator/subscriptions/{id}/cancel": {
+			f("POST", "/api/operator/subscriptions/"+w.aSubKeyed+"/cancel", map[string]any{"atPeriodEnd": false}),
+			f("POST", "/api/operator/subscriptions/"+w.aPastDue+"/cancel", map[string]any{"atPeriodEnd": true}),
+		},
+		"POST /api/operator/pools/{slug}/status": {f("POST", "/api/operator/pools/open/status", map[string]any{"status": "paused"})},
+		"GET /api/operator/audit":                {f("GET", "/api/operator/audit", nil)},
+		"GET /api/operator/charges": {f("GET", "/api/operator/charges", nil),
+			f("GET", "/api/operator/charges?format=csv&from=2020-01-01T00:00:00Z", nil)},
+
+		// The ledger: B's own list; A's receipt is an unknown charge to B.
+		"GET /api/billing/charges":              {own("GET", "/api/billing/charges", nil), own("GET", "/api/billing/charges?limit=1", nil)},
+		"GET /api/billing/charges/{id}/receipt": {f("GET", "/api/billing/charges/"+w.aChargeID+"/receipt", nil)},
 
 		"POST /api/billing/setup-intent": {own("POST", "/api/billing/setup-intent", map[string]any{"paymentMethod": "pm_card_mastercard"})},
 		"GET /api/billing/status":        {own("GET", "/api/billing/status", nil)},
@@ -365,6 +386,7 @@ func buildCrossWorld(t *testing.T, c *e2e.Caddy) *crossWorld {
 	if r := do(t, http.MethodPost, c.AdminURL()+"/timeblock/subscriptions/"+w.aPastDue+"/payment-failed", nil); r.status != http.StatusOK {
 		t.Fatalf("payment-failed: %s", r)
 	}
+	w.aChargeID = a.must(t, http.MethodGet, "/api/billing/charges", nil).Get("0.id").Str
 	// A purchase of A's waiting for 3-D Secure, last: A's card is then one
 	// whose bank asks for it.
 	a.must(t, http.MethodPost, "/api/billing/setup-intent", map[string]any{"paymentMethod": "pm_card_authenticationRequired"})
@@ -420,7 +442,7 @@ func leaked(body []byte, secrets map[string]string, sent string) string {
 // unknownIDs replaces each of A's object ids in s by an id that exists
 // nowhere (the same one for the same id).
 func unknownIDs(s string, w *crossWorld) string {
-	for i, id := range []string{w.aKeyID, w.aSubKeyed, w.aFree1, w.aFree2, w.aCombinedID, w.aMgmtID, w.aPastDue, w.aWaitRef, w.a.id} {
+	for i, id := range []string{w.aKeyID, w.aSubKeyed, w.aFree1, w.aFree2, w.aCombinedID, w.aMgmtID, w.aPastDue, w.aWaitRef, w.aChargeID, w.a.id} {
 		s = strings.ReplaceAll(s, id, fmt.Sprintf("00000000-0000-4000-8000-%012d", i+1))
 	}
 	return s

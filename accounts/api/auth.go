@@ -190,7 +190,7 @@ func sessionCookie(r *http.Request, token string, expires time.Time) *http.Cooki
 	return c
 }
 
-// GET /api/auth/session → {user: {id, email, name}, via, expiresAt}; with
+// GET /api/auth/session → {user: {id, email, name}, via, expiresAt, operator}; with
 // no credential at all, {user: null}: the page asking whether anyone is
 // signed in gets an answer, not an error (nor a failed-credential count).
 func (h *Handler) session(w http.ResponseWriter, r *http.Request) {
@@ -216,6 +216,9 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) {
 		"user":      map[string]string{"id": user.ID, "email": user.Email, "name": user.Name},
 		"via":       p.Via,
 		"expiresAt": exp,
+		// operator: the page shows its Operator tab (issue 39); only a session
+		// or identity-provider sign-in reaches /api/operator/*, never a key.
+		"operator": (p.Via == accounts.ViaSession || p.Via == accounts.ViaIdentityProvider) && h.opts.Operator.IsOperator(user.Email),
 	})
 }
 

@@ -43,50 +43,67 @@ func (h *Handler) idempotent(fn purchaseFunc) authedFunc {
 		if err := accounts.CheckIdempotencyKey(key); err != nil {
 			return err
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, h.opts.MaxBody+1))
-		if err != nil {
-			return accounts.Invalid("reading request body: %v", err)
-		}
-		if int64(len(body)) > h.opts.MaxBody {
-			return &accounts.Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", h.opts.MaxBody)}
-		}
-		pool := h.svc.PoolID(r.Context(), r.PathValue("id"))
-		sum := sha256.Sum256(append([]byte(r.Pattern+"\n"+pool+"\n"), body...))
-		fingerprint := hex.EncodeToString(sum[:])
-
-		start, err := h.svc.BeginIdempotent(r.Context(), p.UserID, key, fingerprint)
+		body, err := h.idempotentBody(r)
 		if err != nil {
 			return err
 		}
-		if start.Replay != nil {
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Cache-Control", "no-store")
-			w.Header().Set(ReplayHeader, "true")
-			w.WriteHeader(start.Replay.Status)
-			_, _ = w.Write(start.Replay.Body)
-			return nil
-		}
+		pool := h.svc.PoolID(r.Context(), r.PathValue("id"))
+		sum := sha256.Sum256(append([]byte(r.Pattern+"\n"+pool+"\n"), body...))
+		return h.runIdempotent(w, r, p.UserID, key, hex.EncodeToString(sum[:]), func(w http.ResponseWriter, id string) error {
+			return fn(w, r, p, id)
+		})
+	}
+}
 
-		rec := httptest.NewRecorder()
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		err = fn(rec, r, p, start.PurchaseID)
-		if err != nil {
-			writeError(rec, h.logger, err)
-		}
-		// A purchase that settlement is still ending has no outcome to keep:
-		// a retry after settlement gets it.
-		if !errors.Is(err, accounts.ErrPurchaseSettling) {
-			if err := h.svc.FinishIdempotent(r.Context(), p.UserID, key, fingerprint, rec.Code, rec.Body.Bytes()); err != nil {
-				// The purchase is done; only its replay is missing: a retry
-				// gets its outcome (accounts/idempotency.go).
-				h.logger.Error("recording the answer of an idempotent request", zap.Error(err))
-			}
-		}
-		for k, v := range rec.Header() {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(rec.Code)
-		_, _ = w.Write(rec.Body.Bytes())
+// idempotentBody reads the body of a request with an Idempotency-Key (to
+// fingerprint it) and puts it back for the endpoint.
+func (h *Handler) idempotentBody(r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, h.opts.MaxBody+1))
+	if err != nil {
+		return nil, accounts.Invalid("reading request body: %v", err)
+	}
+	if int64(len(body)) > h.opts.MaxBody {
+		return nil, &accounts.Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", h.opts.MaxBody)}
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return body, nil
+}
+
+// runIdempotent runs fn (with the id BeginIdempotent gives the request)
+// under the user's Idempotency-Key and the request's fingerprint, or
+// replays the answer an earlier request under them got.
+func (h *Handler) runIdempotent(w http.ResponseWriter, r *http.Request, userID, key, fingerprint string, fn func(w http.ResponseWriter, id string) error) error {
+	start, err := h.svc.BeginIdempotent(r.Context(), userID, key, fingerprint)
+	if err != nil {
+		return err
+	}
+	if start.Replay != nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set(ReplayHeader, "true")
+		w.WriteHeader(start.Replay.Status)
+		_, _ = w.Write(start.Replay.Body)
 		return nil
 	}
+
+	rec := httptest.NewRecorder()
+	err = fn(rec, start.PurchaseID)
+	if err != nil {
+		writeError(rec, h.logger, err)
+	}
+	// A purchase that settlement is still ending has no outcome to keep:
+	// a retry after settlement gets it.
+	if !errors.Is(err, accounts.ErrPurchaseSettling) {
+		if err := h.svc.FinishIdempotent(r.Context(), userID, key, fingerprint, rec.Code, rec.Body.Bytes()); err != nil {
+			// The purchase is done; only its replay is missing: a retry
+			// gets its outcome (accounts/idempotency.go).
+			h.logger.Error("recording the answer of an idempotent request", zap.Error(err))
+		}
+	}
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(rec.Body.Bytes())
+	return nil
 }

@@ -28,6 +28,21 @@ func NewOperator(svc *accounts.Service, opts Options) *Operator {
 	o.handle("POST /timeblock/subscriptions/{id}/deliver", o.deliver)
 	o.handle("POST /timeblock/subscriptions/{id}/payment-failed", o.paymentFailed)
 	o.handle("POST /timeblock/pools/{slug}/status", o.setPoolStatus)
+	if opts.Operator != nil {
+		// The operator's lists, for scripts (operator_role.go).
+		o.handle("GET /timeblock/pools", func(w http.ResponseWriter, r *http.Request) error {
+			return servePools(w, r, opts.Operator)
+		})
+		o.handle("GET /timeblock/subscriptions", func(w http.ResponseWriter, r *http.Request) error {
+			return serveSubscriptions(w, r, opts.Operator)
+		})
+		o.handle("GET /timeblock/audit", func(w http.ResponseWriter, r *http.Request) error {
+			return serveAudit(w, r, opts.Operator)
+		})
+		o.handle("GET /timeblock/charges", func(w http.ResponseWriter, r *http.Request) error {
+			return serveCharges(w, r, opts.Operator)
+		})
+	}
 	o.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if o.routes.wrongMethod(w, r, o.logger) {
 			return

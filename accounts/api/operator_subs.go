@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/timeblock/timeblock/accounts"
@@ -9,7 +10,13 @@ import (
 // POST /timeblock/subscriptions/{id}/deliver → {subscription, key,
 // noticeSent}: pending_key → active, key created, notice sent.
 func (o *Operator) deliver(w http.ResponseWriter, r *http.Request) error {
-	d, err := o.svc.DeliverKey(r.Context(), r.PathValue("id"))
+	deliver := o.svc.DeliverKey
+	if o.opts.Operator != nil { // audited, as the admin API's action
+		deliver = func(ctx context.Context, id string) (*accounts.Delivery, error) {
+			return o.opts.Operator.Deliver(ctx, accounts.AuditAdminAPI, id)
+		}
+	}
+	d, err := deliver(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -32,6 +39,9 @@ func (o *Operator) paymentFailed(w http.ResponseWriter, r *http.Request) error {
 // previousStatus and changed: the operator moves a pool (accounts/funding.go
 // says which moves are allowed and what they do).
 func (o *Operator) setPoolStatus(w http.ResponseWriter, r *http.Request) error {
+	if o.opts.Operator != nil { // audited, as the admin API's action
+		return servePoolStatus(w, r, o.opts.MaxBody, o.opts.Operator, accounts.AuditAdminAPI)
+	}
 	var body struct {
 		Status *string `json:"status"`
 	}

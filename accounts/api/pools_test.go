@@ -21,7 +21,7 @@ var (
 	hourSlotFields     = []string{"id", "hour", "slotIndex", "pricePerDay", "status"}
 	blockFields        = []string{"block", "startHour", "endHour", "monthlyPrice", "pricePerDay"}
 	subscriptionFields = []string{"id", "poolId", "poolSlug", "status", "blocks", "quantity", "monthlyPrice", "billingCycle",
-		"cancelAtPeriodEnd", "currentPeriodEnd", "hours", "key", "createdAt"}
+		"cancelAtPeriodEnd", "currentPeriodEnd", "hours", "key", "createdAt", "periodAmount", "nextChargeAt"}
 	subscribeFields = append(append([]string{}, subscriptionFields...), "amountCharged", "windowOpen", "opensAt")
 	seatFields      = []string{"hour", "slotIndex", "pricePerDay"}
 	subKeyFields    = []string{"id", "apiKey", "isActive"}

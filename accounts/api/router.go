@@ -8,6 +8,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/ledger"
+	"github.com/timeblock/timeblock/accounts/operator"
 )
 
 // Options configures the handlers.
@@ -42,6 +44,13 @@ type Options struct {
 	// KeyLanes streams a key's lanes in use for GET /api/keys/{id}/lanes
 	// and /api/meta-keys/{id}/lanes (keylanes.go); nil: 404.
 	KeyLanes KeyLanesFunc
+	// Ledger serves GET /api/billing/charges and the receipts (charges.go);
+	// nil: 404 there.
+	Ledger *ledger.Service
+	// Operator serves /api/operator/* to the operators it names
+	// (operator_role.go), and the admin API's lists and audited actions;
+	// nil: no operators, and /api/operator/* is 404 for everyone.
+	Operator *operator.Service
 }
 
 // Handler serves /api/*.
@@ -138,6 +147,8 @@ func New(svc *accounts.Service, opts Options) *Handler {
 	// Billing (billing.go).
 	h.route("POST /api/billing/setup-intent", h.setupIntent)
 	h.route("GET /api/billing/status", h.billingStatus)
+	h.route("GET /api/billing/charges", h.listCharges)                // charges.go
+	h.route("GET /api/billing/charges/{id}/receipt", h.chargeReceipt) // charges.go
 	if svc.HasTestBank() {
 		// The built-in test processor's simulated 3-D Secure (billing.go).
 		h.route("POST /api/billing/test-bank/{ref}", h.testBank)
@@ -145,6 +156,9 @@ func New(svc *accounts.Service, opts Options) *Handler {
 	if opts.Webhook != nil {
 		h.public("POST /api/billing/webhook", h.webhook) // webhook.go
 	}
+
+	// The operator's endpoints (operator_role.go).
+	h.operatorRoutes()
 
 	h.mux.HandleFunc("/", h.noEndpoint)
 	return h

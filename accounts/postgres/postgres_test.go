@@ -46,7 +46,7 @@ func emptyTables(t *testing.T, dsn string) {
 	}
 	defer conn.Close(context.Background())
 	for _, table := range []string{
-		"processor_customers", "webhook_events", "idempotent_requests",
+		"operator_events", "ledger_charges", "processor_customers", "webhook_events", "idempotent_requests",
 		"charge_intents", "test_charges", "charges", "combined_key_members", "combined_keys", "keys", "seats",
 		"subscriptions", "pools", "management_keys", "sessions", "users",
 	} {

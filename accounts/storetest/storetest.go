@@ -55,6 +55,11 @@ func Run(t *testing.T, open func(t *testing.T) accounts.Store) {
 		{"ConcurrentIntentClaims", testConcurrentIntentClaims},
 		{"TestCharges", testTestCharges},
 		{"PendingCharges", testPendingCharges},
+		{"OperatorEvents", testOperatorEvents},
+		{"ConcurrentOperatorEventClaims", testConcurrentOperatorEventClaims},
+		{"Ledger", testLedger},
+		{"ConcurrentLedgerNumbers", testConcurrentLedgerNumbers},
+		{"AuditRecords", testAuditRecords},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -21,7 +21,11 @@ export const subLabel = (s) => `${s.pool ? s.pool.modelName : s.poolSlug} · ${s
 const renewable = (s) => ['active', 'pending_key', 'past_due'].includes(s.status);
 
 export async function renderSubscriptions(ctx, view) {
-  const [{ subs }, billing, metas] = await Promise.all([loadSubscriptions(), get('/api/billing/status'), api('GET', '/api/meta-keys')]);
+  const [{ subs }, billing, metas, firstCharges] = await Promise.all([
+    loadSubscriptions(), get('/api/billing/status'), api('GET', '/api/meta-keys'), loadCharges('')]);
+  // The newest charge of each subscription: what it charged last.
+  const lastCharge = new Map();
+  for (const c of firstCharges.data) if (!lastCharge.has(c.subscriptionId)) lastCharge.set(c.subscriptionId, c);
   const inCombined = new Map();
   for (const m of metas.ok ? metas.data : []) for (const x of m.members) inCombined.set(x.pledgeId, m);
 
@@ -44,12 +48,81 @@ export async function renderSubscriptions(ctx, view) {
     })) : null;
 
   const list = subs.length
-    ? subs.map((s) => subRow(ctx, view, s, inCombined.get(s.id)))
+    ? subs.map((s) => subRow(ctx, view, s, inCombined.get(s.id), lastCharge.get(s.id)))
     : [h('p', { class: 'empty' }, 'No subscriptions yet. ', h('a', { href: '#/pools' }, 'Browse the pools'), ' to buy seats.')];
-  view.fill('subscriptions', pastDue, h('div', { class: 'list' }, list), cardBox);
+  view.fill('subscriptions', pastDue, h('div', { class: 'list' }, list), cardBox, billingHistory(subs, firstCharges));
 }
 
-function subRow(ctx, view, s, combined) {
+// loadCharges reads one page of GET /api/billing/charges (newest first); before is the previous page's
+// nextCursor ('' for the first). The cursor sits beside data in the envelope, so this reads it itself.
+async function loadCharges(before) {
+  const q = before ? `?before=${encodeURIComponent(before)}` : '';
+  try {
+    const res = await fetch(`/api/billing/charges${q}`, { credentials: 'same-origin', headers: { Accept: 'application/json' } });
+    const env = await res.json();
+    if (res.ok && env.success && Array.isArray(env.data)) return { data: env.data, nextCursor: env.nextCursor || null, error: null };
+    return { data: [], nextCursor: null, error: env.error || `The billing history could not be read (${res.status}).` };
+  } catch {
+    return { data: [], nextCursor: null, error: 'Could not reach the server to read the billing history.' };
+  }
+}
+
+// isoDay renders a timestamp as its UTC day, as receipts print it: 2027-11-28.
+const isoDay = (ts) => new Date(ts).toISOString().slice(0, 10);
+
+const chargeKinds = { purchase: 'Purchase', renewal: 'Renewal', pledge: 'Pledge', recovery: 'Past-due payment' };
+const chargeStatuses = { succeeded: 'Paid', refunded: 'Refunded', partially_refunded: 'Partly refunded' };
+
+// billingHistory lists every charge, newest first, each with its receipt; "Show older" pages on.
+function billingHistory(subs, first) {
+  const poolOf = new Map(subs.map((s) => [s.id, s.pool ? s.pool.modelName : s.poolSlug]));
+  const body = h('tbody', {});
+  const more = h('button', { type: 'button', class: 'ghost', id: 'billing-history-more' }, 'Show older charges');
+  const note = msg();
+  let cursor = null;
+  const add = (page) => {
+    if (page.error) note.show(page.error);
+    for (const c of page.data) {
+      body.append(h('tr', { class: 'charge-row', dataset: { id: c.id } },
+        h('td', {}, isoDay(c.createdAt)),
+        h('td', {}, h('span', {}, `${chargeKinds[c.kind] || c.kind} · ${poolOf.get(c.subscriptionId) || 'subscription'}`),
+          h('div', { class: 'small muted' }, c.description)),
+        h('td', { class: 'num' }, usd(c.amount),
+          c.status !== 'succeeded' ? h('div', { class: 'small muted' }, `${usd(c.refundedAmount)} refunded`) : null),
+        h('td', {}, c.status === 'succeeded' ? chargeStatuses.succeeded : badge(chargeStatuses[c.status] || c.status, 'warn')),
+        h('td', {}, h('a', { href: `/api/billing/charges/${encodeURIComponent(c.id)}/receipt`, target: '_blank', rel: 'noopener',
+          class: 'receipt-link' }, 'Receipt'), h('div', { class: 'small muted' }, c.number))));
+    }
+    cursor = page.nextCursor;
+    more.hidden = !cursor;
+  };
+  more.addEventListener('click', () => busy(more, async () => add(await loadCharges(cursor))));
+  add(first);
+  const table = h('table', { class: 'table' },
+    h('thead', {}, h('tr', {}, h('th', {}, 'Date (UTC)'), h('th', {}, 'What'), h('th', { class: 'num' }, 'Amount'), h('th', {}, 'Status'), h('th', {}, ''))),
+    body);
+  return h('div', { id: 'billing-history', class: 'card' },
+    h('h2', {}, 'Billing history'),
+    first.data.length || first.error ? h('div', { class: 'scroll' }, table) : h('p', { class: 'empty' }, 'No charges yet.'),
+    h('div', { class: 'row' }, more), note);
+}
+
+// chargeFacts says what a subscription charged last and what it will charge next, and when.
+function chargeFacts(s, last) {
+  const charged = last
+    ? `${usd(last.amount)} on ${isoDay(last.createdAt)}${last.status === 'succeeded' ? '' : ` (${usd(last.refundedAmount)} refunded)`}`
+    : 'Nothing yet';
+  let next;
+  if (s.nextChargeAt) next = `${usd(s.periodAmount)} on ${isoDay(s.nextChargeAt)}`;
+  else if (s.status === 'pledged') next = `${usd(s.periodAmount)} when the pool goes live`;
+  else if (s.status === 'past_due') next = `${usd(s.periodAmount)} owed: charged as soon as a card pays`;
+  else if (s.status === 'pending_key') next = 'Renews once your key is delivered';
+  else next = 'No further charges';
+  return [h('dt', {}, 'Charged'), h('dd', { class: 'sub-charged' }, charged),
+    h('dt', {}, 'Next charge'), h('dd', { class: 'sub-next-charge' }, next)];
+}
+
+function subRow(ctx, view, s, combined, last) {
   const note = msg();
   const actions = h('div', { class: 'row' });
   let keyInfo;
@@ -147,6 +220,7 @@ function subRow(ctx, view, s, combined) {
       h('dt', {}, 'Seats'), h('dd', {}, `${s.quantity} per hour (${s.quantity} simultaneous request${s.quantity > 1 ? 's' : ''})`),
       h('dt', {}, 'Price'), h('dd', {}, `${usd(s.monthlyPrice)} / month, billed ${s.billingCycle === 'year' ? 'yearly' : 'monthly'}`),
       periodFact(s),
+      s.status === 'incomplete' ? null : chargeFacts(s, last),
       h('dt', {}, 'Key'), h('dd', {}, keyInfo)),
     state ? h('p', { class: 'notice small' }, state) : null,
     actions, note);

@@ -3,7 +3,8 @@
 // Stable names for tests (keep them once written):
 //
 // Routes (hash): #/pools, #/pools/<slug> (detail + buy), #/subscriptions, #/keys (+ management keys),
-//   #/combined, #/now, #/connect, #/connect/<key or combined key id>. Sign-in lives at /account/ (signed out) and
+//   #/combined, #/now, #/connect, #/connect/<key or combined key id>, #/operator (operators only; anyone else gets
+//   the pools). Sign-in lives at /account/ (signed out) and
 //   /account/sign-in#token=… (links sent before the token moved to the fragment: /account/sign-in?token=…).
 //   A browser signed in as someone else is asked first, in #confirm-dialog ("Sign in as <email>" /
 //   "Stay signed in as <email>").
@@ -44,18 +45,29 @@
 //   .now-usage-7d (data-requests, data-input, data-output, data-refused); #now-clock
 // Connect: #connect-key, #connect-model, pre#snippet-claude, #snippet-codex-config, #snippet-codex-run,
 //   #snippet-openai-py, #snippet-openai-js, #snippet-anthropic-py, #snippet-anthropic-js (each with "Copy")
+// Operator (operator.js; #nav-operator exists only when the session says operator): section #operator, panels
+//   #op-pools (tr.op-pool[data-slug][data-status], buttons "Activate"/"Pause"/"Resume" then #confirm-ok,
+//   td.op-revenue, td.op-mrr), #op-heatmap-card with table#op-heatmap (td.heat[data-hour][data-pool][data-sold]
+//   [data-seats], title "europe 09:00 UTC: 3 of 4 seats sold"; th.now / td.now = current UTC hour) and
+//   #op-heatmap-legend, #op-orders (#op-orders-status select, tr.op-order[data-id][data-status], button.op-deliver
+//   "Deliver"), #op-subscribers (#op-sub-search, #op-sub-email, #op-sub-submit "Search", tr.op-sub[data-id] with
+//   "Cancel at period end" / "Cancel now" / "Withdraw pledge"), #op-ledger (#op-ledger-from, #op-ledger-to,
+//   #op-ledger-submit, a#op-ledger-csv "Download CSV", #op-ledger-totals, tr.op-charge[data-id], #op-ledger-more),
+//   #op-audit (tr.op-audit-row[data-action], #op-audit-more); each panel's outcome in its p.msg.
 // Errors: each action has a p.msg (role=alert) beside it with the server's message; .msg.ok / .msg.warn otherwise.
 
 import { api, announce, confirmDialog, setUnauthorizedHandler } from './lib.js';
 import { renderPools, renderPoolDetail } from './pools.js';
 import { renderSubscriptions, renderKeys } from './account.js';
 import { renderCombined, renderNow, renderConnect } from './combined.js';
+import { renderOperator } from './operator.js';
 
 const $ = (id) => document.getElementById(id);
-const SECTIONS = ['signin', 'pools', 'pool-detail', 'buy', 'subscriptions', 'keys', 'management-keys', 'combined', 'now', 'connect'];
+const SECTIONS = ['signin', 'pools', 'pool-detail', 'buy', 'subscriptions', 'keys', 'management-keys', 'combined', 'now', 'connect', 'operator'];
 
 // ctx is what every view gets: the auth config, the user, the Stripe loader and a render guard.
-const ctx = { config: null, user: null, gen: 0, cleanup: null, stripe: loadStripe };
+// ctx.operator: GET /api/auth/session said this user is an operator (the Operator tab exists only then).
+const ctx = { config: null, user: null, operator: false, gen: 0, cleanup: null, stripe: loadStripe };
 
 const ROUTES = {
   pools: { sections: ['pools'], render: renderPools },
@@ -65,12 +77,15 @@ const ROUTES = {
   combined: { sections: ['combined'], render: renderCombined },
   now: { sections: ['now'], render: renderNow },
   connect: { sections: ['connect'], render: renderConnect },
+  operator: { sections: ['operator'], render: renderOperator, operatorOnly: true },
 };
 
 function parseRoute() {
   const parts = location.hash.replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
   if (parts[0] === 'pools' && parts[1]) return { name: 'pool', param: parts[1] };
-  return { name: ROUTES[parts[0]] ? parts[0] : 'pools', param: parts[1] || null };
+  // #/operator is no route at all for anyone but an operator: it shows the pools.
+  const known = ROUTES[parts[0]] && (!ROUTES[parts[0]].operatorOnly || ctx.operator);
+  return { name: known ? parts[0] : 'pools', param: parts[1] || null };
 }
 
 function showSections(ids) {
@@ -126,6 +141,8 @@ function errorNode(text) {
 
 function showSignIn(error) {
   ctx.user = null;
+  ctx.operator = false;
+  showOperatorTab(false);
   if (ctx.cleanup) { ctx.cleanup(); ctx.cleanup = null; }
   ctx.gen++;
   $('nav').hidden = true;
@@ -175,8 +192,25 @@ async function signOut() {
   showSignIn();
 }
 
-function startApp(user) {
+// showOperatorTab adds the Operator link to the navigation, or removes it: for anyone but an operator it is not
+// in the page at all.
+function showOperatorTab(on) {
+  document.body.classList.toggle('has-operator', on);
+  const link = $('nav-operator');
+  if (!on) { if (link) link.remove(); return; }
+  if (link) return;
+  const a = document.createElement('a');
+  a.href = '#/operator';
+  a.id = 'nav-operator';
+  a.dataset.route = 'operator';
+  a.textContent = 'Operator';
+  $('nav').append(a);
+}
+
+function startApp(user, operator) {
   ctx.user = user;
+  ctx.operator = operator === true;
+  showOperatorTab(ctx.operator);
   $('who-email').textContent = user.email;
   // An identity provider owns the session: signing out here would not sign out there.
   $('sign-out').hidden = ctx.config.signIn === 'identity_provider';
@@ -215,7 +249,7 @@ async function boot() {
   }
   const s = await api('GET', '/api/auth/session');
   if (s.ok && s.data && s.data.user) {
-    startApp(s.data.user);
+    startApp(s.data.user, s.data.operator);
     if (stayed) announce(`You are still signed in as ${stayed}.`);
     else if (error) announce('This sign-in link was already used or has expired; you are still signed in.');
   } else showSignIn(error);

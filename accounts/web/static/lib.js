@@ -5,7 +5,7 @@
 let onUnauthorized = () => {};
 export function setUnauthorizedHandler(fn) { onUnauthorized = fn; }
 
-// api calls /api/* and never throws: the answer is {ok, status, data, error, headers}.
+// api calls /api/* and never throws: the answer is {ok, status, data, nextCursor (paged lists), error, headers}.
 // A 401 outside /api/auth/ means the session ended, so the app returns to sign-in.
 export async function api(method, path, body, headers = {}) {
   const init = { method, credentials: 'same-origin', headers: { Accept: 'application/json', ...headers } };
@@ -20,7 +20,7 @@ export async function api(method, path, body, headers = {}) {
   }
   let env = null;
   try { env = await res.json(); } catch { /* not JSON: handled below */ }
-  const out = { ok: res.ok && !!env && env.success === true, status: res.status, data: env ? env.data ?? null : null, headers: res.headers, error: null };
+  const out = { ok: res.ok && !!env && env.success === true, status: res.status, data: env ? env.data ?? null : null, nextCursor: env ? env.nextCursor ?? null : null, headers: res.headers, error: null };
   if (!out.ok) {
     out.error = (env && env.error) || `The server answered ${res.status} ${res.statusText}. Try again in a moment.`;
     if (res.status === 429) {

@@ -1,0 +1,114 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/timeblock/timeblock/accounts"
+)
+
+// Audit actions.
+const (
+	ActionDeliver    = "subscription.deliver"
+	ActionCancel     = "subscription.cancel"
+	ActionPoolStatus = "pool.status"
+)
+
+// audited returns ctx carrying the audit record of an action by actor (an
+// operator's e-mail, or accounts.AuditAdminAPI): accounts.Service writes it
+// in the transaction of the action's effect, so the log has an action
+// exactly when it took effect.
+func audited(ctx context.Context, actor, action, target, detail string) context.Context {
+	return accounts.WithAudit(ctx, &accounts.AuditRecord{Actor: actor, Action: action, Target: target, Detail: detail})
+}
+
+// Deliver delivers the key of a pending_key subscription (pending_key →
+// active, key created, the buyer told): accounts.Service.DeliverKey. The
+// answer carries the full key; the operator's API leaves it out.
+func (s *Service) Deliver(ctx context.Context, actor, subID string) (*accounts.Delivery, error) {
+	return s.svc.DeliverKey(audited(ctx, actor, ActionDeliver, subID, "key delivered"), subID)
+}
+
+// Cancel cancels a subscription: at the end of its period (scheduled; the
+// key works until then: accounts.Service.SetCancelAtPeriodEnd) or now
+// (canceled, seats freed, key revoked: accounts.Service.CancelNow). Neither
+// refunds anything; a pledge is withdrawn at once either way.
+func (s *Service) Cancel(ctx context.Context, actor, subID string, atPeriodEnd bool) (*accounts.CancelResult, error) {
+	if !atPeriodEnd {
+		return s.svc.CancelNow(audited(ctx, actor, ActionCancel, subID, "canceled now"), subID)
+	}
+	var userID string
+	err := s.store.View(ctx, func(tx accounts.Tx) error {
+		sub, err := tx.GetSubscription(subID)
+		if err == nil {
+			userID = sub.UserID
+		}
+		return err
+	})
+	if errors.Is(err, accounts.ErrNotFound) {
+		return nil, accounts.NotFound("no subscription %s", subID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cancel %s: %w", subID, err)
+	}
+	return s.svc.SetCancelAtPeriodEnd(audited(ctx, actor, ActionCancel, subID, "set to cancel at period end"), userID, subID, true)
+}
+
+// SetPoolStatus moves a pool (by slug or id): accounts.Service.SetPoolStatus.
+// The audit target is the pool's id.
+func (s *Service) SetPoolStatus(ctx context.Context, actor, idOrSlug, status string) (*accounts.PoolStatusResult, error) {
+	id := s.svc.PoolID(ctx, idOrSlug)
+	return s.svc.SetPoolStatus(audited(ctx, actor, ActionPoolStatus, id, "status set to "+status), idOrSlug, status)
+}
+
+// AuditEntry is one operator action (SPEC.md §8).
+type AuditEntry struct {
+	ID     string    `json:"id"`
+	At     time.Time `json:"at"`
+	Actor  string    `json:"actor"`
+	Action string    `json:"action"`
+	Target string    `json:"target"`
+	Detail string    `json:"detail"`
+}
+
+// AuditPage is one page of the audit log, newest first; NextCursor is ""
+// on the last one.
+type AuditPage struct {
+	Entries    []AuditEntry
+	NextCursor string
+}
+
+// Audit lists the operator actions newest first: at most limit (0: the
+// default), those after the cursor a previous page answered.
+func (s *Service) Audit(ctx context.Context, limit int, before string) (*AuditPage, error) {
+	limit, err := pageLimit(limit)
+	if err != nil {
+		return nil, err
+	}
+	after, err := parseCursor(before)
+	if err != nil {
+		return nil, err
+	}
+	var recs []*accounts.AuditRecord
+	err = s.store.View(ctx, func(tx accounts.Tx) error {
+		var err error
+		recs, err = tx.ListAuditRecords(after.at, after.id, limit+1)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	page := &AuditPage{Entries: []AuditEntry{}}
+	if len(recs) > limit {
+		recs = recs[:limit]
+		last := recs[limit-1]
+		page.NextCursor = cursor{at: last.At, id: last.ID}.String()
+	}
+	for _, r := range recs {
+		page.Entries = append(page.Entries, AuditEntry{ID: r.ID, At: r.At.UTC(),
+			Actor: r.Actor, Action: r.Action, Target: r.Target, Detail: r.Detail})
+	}
+	return page, nil
+}
