@@ -171,21 +171,23 @@ func ledgerKindOf(op string) string {
 
 // refundLedgerTx records that the processor gave back the whole payment ref
 // (refunded, or failed after all): the ledger charge, if any, is refunded
-// in full.
-func refundLedgerTx(tx Tx, ref string) error {
+// in full. It reports whether the ledger had it refunded in full already
+// (an operator's refund the processor now reports): nothing is counted
+// twice.
+func refundLedgerTx(tx Tx, ref string) (already bool, err error) {
 	if ref == "" {
-		return nil
+		return false, nil
 	}
 	lc, err := tx.GetLedgerChargeByRef(ref)
 	if errors.Is(err, ErrNotFound) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
-	if lc.RefundedAmount == lc.Amount {
-		return nil
+	if lc.Status() == LedgerRefunded {
+		return true, nil
 	}
 	lc.RefundedAmount = lc.Amount
-	return tx.UpdateLedgerCharge(lc)
+	return false, tx.UpdateLedgerCharge(lc)
 }

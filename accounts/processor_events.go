@@ -187,8 +187,16 @@ func (s *Service) ApplyProcessorEvent(ctx context.Context, ev ProcessorEvent) (*
 		if ev.Kind == EventChargeFailed || ev.Kind == EventChargeRefunded {
 			// The money went back to the buyer: the ledger says so
 			// (a dispute is not a refund until it is lost).
-			if err := refundLedgerTx(tx, ev.Ref); err != nil {
+			already, err := refundLedgerTx(tx, ev.Ref)
+			if err != nil {
 				return err
+			}
+			if already && ev.Kind == EventChargeRefunded {
+				// An operator refunded it through Timeblock
+				// (ledger_refund.go) and the processor reports it:
+				// counted once, and the subscription stays as the
+				// operator left it.
+				return nil
 			}
 		}
 		switch ev.Kind {

@@ -225,6 +225,8 @@ func crossCases(w *crossWorld) map[string][]crossCall {
 		"GET /api/operator/audit":                {f("GET", "/api/operator/audit", nil)},
 		"GET /api/operator/charges": {f("GET", "/api/operator/charges", nil),
 			f("GET", "/api/operator/charges?format=csv&from=2020-01-01T00:00:00Z", nil)},
+		"POST /api/operator/charges/{id}/refund": {f("POST", "/api/operator/charges/"+w.aChargeID+"/refund", map[string]any{"amount": "1"}),
+			f("POST", "/api/operator/charges/"+w.aChargeID+"/refund", nil)},
 
 		// The ledger: B's own list; A's receipt is an unknown charge to B.
 		"GET /api/billing/charges":              {own("GET", "/api/billing/charges", nil), own("GET", "/api/billing/charges?limit=1", nil)},
@@ -313,7 +315,7 @@ func TestCrossUserAccess(t *testing.T) {
 	for _, r := range operatorRoutes {
 		method, path, _ := strings.Cut(r, " ")
 		path = strings.NewReplacer("/users/{id}", "/users/"+w.a.id, "/subscriptions/{id}", "/subscriptions/"+w.aSubKeyed,
-			"/pools/{slug}", "/pools/open").Replace(path)
+			"/pools/{slug}", "/pools/open", "/charges/{id}", "/charges/"+w.aChargeID).Replace(path)
 		if strings.Contains(path, "{") {
 			t.Errorf("operator route %s: no id to fill in; extend the replacer", r)
 			continue

@@ -42,6 +42,16 @@ func NewOperator(svc *accounts.Service, opts Options) *Operator {
 		o.handle("GET /timeblock/charges", func(w http.ResponseWriter, r *http.Request) error {
 			return serveCharges(w, r, opts.Operator)
 		})
+		o.handle("POST /timeblock/charges/{id}/refund", func(w http.ResponseWriter, r *http.Request) error {
+			key := r.Header.Get(IdempotencyHeader)
+			if key != "" {
+				if err := accounts.CheckIdempotencyKey(key); err != nil {
+					return err
+				}
+				key = accounts.AuditAdminAPI + "\x00" + key
+			}
+			return serveRefund(w, r, opts.MaxBody, opts.Operator, accounts.AuditAdminAPI, key)
+		})
 	}
 	o.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if o.routes.wrongMethod(w, r, o.logger) {

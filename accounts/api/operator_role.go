@@ -33,6 +33,7 @@ func (h *Handler) operatorRoutes() {
 	h.operatorRoute("POST /api/operator/pools/{slug}/status", h.operatorIdempotent(h.operatorPoolStatus))
 	h.operatorRoute("GET /api/operator/audit", h.operatorAudit)
 	h.operatorRoute("GET /api/operator/charges", h.operatorCharges)
+	h.operatorRoute("POST /api/operator/charges/{id}/refund", h.operatorIdempotent(h.operatorRefund))
 }
 
 // operatorRoute registers an operator endpoint (see the top of this file).
@@ -242,6 +243,40 @@ func serveAudit(w http.ResponseWriter, r *http.Request, op *operator.Service) er
 		return err
 	}
 	writePage(w, page.Entries, page.NextCursor)
+	return nil
+}
+
+// POST /api/operator/charges/{id}/refund {amount?} → the charge as
+// GET /api/operator/charges lists it, refundedAmount and status updated:
+// amount (a decimal string, at most two decimals) or, absent, what remains
+// is refunded through the processor, once per Idempotency-Key however often
+// the request is retried. The subscription is not changed.
+func (h *Handler) operatorRefund(w http.ResponseWriter, r *http.Request, a *operator.Actor) error {
+	key := r.Header.Get(IdempotencyHeader)
+	if key != "" {
+		key = a.UserID + "\x00" + key // one operator's key is not another's
+	}
+	return serveRefund(w, r, h.opts.MaxBody, h.opts.Operator, a.Email, key)
+}
+
+func serveRefund(w http.ResponseWriter, r *http.Request, maxBody int64, op *operator.Service, actor, key string) error {
+	var body struct {
+		Amount *string `json:"amount"`
+	}
+	if err := decodeBody(w, r, maxBody, &body, true); err != nil {
+		return err
+	}
+	amount := ""
+	if body.Amount != nil {
+		if amount = *body.Amount; amount == "" {
+			return accounts.Invalid("amount must be a decimal string such as \"12.50\", or absent to refund what remains")
+		}
+	}
+	c, err := op.Refund(r.Context(), actor, r.PathValue("id"), amount, key)
+	if err != nil {
+		return err
+	}
+	writeData(w, http.StatusOK, c)
 	return nil
 }
 

@@ -40,6 +40,7 @@ var operatorRoutes = []struct{ method, path, body string }{
 	{"POST", "/api/operator/pools/alpha/status", `{"status":"paused"}`},
 	{"GET", "/api/operator/audit", ""},
 	{"GET", "/api/operator/charges?format=csv", ""},
+	{"POST", "/api/operator/charges/CHARGE/refund", `{"amount":"1"}`},
 }
 
 // Only an operator's session reaches /api/operator/*: no credentials, a
@@ -500,6 +501,145 @@ func TestOperatorCharges(t *testing.T) {
 		}
 		if n := len(e.operator("GET", "/timeblock/charges?from=2034-07-01T00:00:00Z", "").want(t, 200).array(t)); n != 2 {
 			t.Fatalf("admin charges in July: %d", n)
+		}
+	})
+}
+
+// losingRefunds refunds at the processor and loses the answer of the next
+// lose refunds, as a timeout after the processor acted.
+type losingRefunds struct {
+	billing.Processor
+	lose int
+}
+
+func (p *losingRefunds) RefundAmount(ctx context.Context, ref, amount, key string) (string, error) {
+	total, err := p.Processor.RefundAmount(ctx, ref, amount, key)
+	if err == nil && p.lose > 0 {
+		p.lose--
+		return "", fmt.Errorf("the processor's answer was lost")
+	}
+	return total, err
+}
+
+// An operator refunds a charge in part and then the rest through the
+// processor (succeeded → partially_refunded → refunded), each once however
+// often it is retried under one Idempotency-Key or its answer lost; amounts
+// that are not positive, have three decimals or exceed what remains are a
+// 400, a refunded charge a 409, an unknown one a 404, a buyer gets the
+// unknown endpoint's 404; the subscription stays active; each refund is
+// audited once.
+func TestOperatorRefunds(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st accounts.Store) {
+		e := newHTTPEnv(t, st, 0)
+		lossy := &losingRefunds{Processor: e.proc}
+		svc, err := accounts.NewService(accounts.Config{Store: st, Secret: "account http test secret",
+			TermsVersion: envTerms, Processor: lossy, Now: e.clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.svc = svc
+		e.withOperators(nil)
+		e.pool("alpha", accounts.PoolActive, 3, false)
+		annID, ann := e.user("ann@example.test", billing.TestCardVisa)
+		_, ops := e.user(opsEmail, "")
+		sub := e.call("POST", "/api/pools/alpha/subscribe", ann, `{"blocks":["asia"]}`).want(t, 201).object(t, subscribeFields...)["id"].(string)
+		charges := e.pageOf("/api/operator/charges", ops).Data
+		if len(charges) != 1 || charges[0]["amount"] != "80" {
+			t.Fatalf("charges: %v", charges)
+		}
+		id := charges[0]["id"].(string)
+		path := "/api/operator/charges/" + id + "/refund"
+		refunded := func() string {
+			t.Helper()
+			var total []string
+			for _, c := range e.proc.Ledger() {
+				total = append(total, c.RefundedAmount())
+			}
+			return strings.Join(total, ",")
+		}
+
+		e.call("POST", path, ops, `{"amount":"0"}`).want(t, 400, "more than 0")
+		e.call("POST", path, ops, `{"amount":"1.005"}`).want(t, 400, "at most two decimals")
+		e.call("POST", path, ops, `{"amount":"80.01"}`).want(t, 400, "more than what remains")
+		e.call("POST", "/api/operator/charges/nope/refund", ops, `{}`).want(t, 404, "no charge nope")
+		if rec := do(e.api, "POST", path, `{"amount":"1"}`, bearer(ann)); rec.Code != 404 {
+			t.Fatalf("a buyer's refund: %d %s", rec.Code, rec.Body)
+		}
+		if got := refunded(); got != "0" {
+			t.Fatalf("refunded at the processor after refused requests: %s", got)
+		}
+
+		// 12.50, twice under one key: refunded once, the answer replayed.
+		hdr := map[string]string{"Authorization": "Bearer " + ops, api.IdempotencyHeader: "refund-1"}
+		e.advance(time.Second)
+		r1 := do(e.api, "POST", path, `{"amount":"12.50"}`, hdr)
+		r2 := do(e.api, "POST", path, `{"amount":"12.50"}`, hdr)
+		if r1.Code != 200 || r2.Code != 200 || r1.Body.String() != r2.Body.String() {
+			t.Fatalf("refund under one key: %d %s / %d %s", r1.Code, r1.Body, r2.Code, r2.Body)
+		}
+		var got struct{ Data map[string]any }
+		if err := json.Unmarshal(r1.Body.Bytes(), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Data["refundedAmount"] != "12.5" || got.Data["status"] != "partially_refunded" || got.Data["email"] != "ann@example.test" {
+			t.Fatalf("after refunding 12.50: %v", got.Data)
+		}
+		if got := refunded(); got != "12.5" {
+			t.Fatalf("refunded at the processor: %s, want 12.5", got)
+		}
+
+		// 7.50 whose answer is lost, then retried under the same key:
+		// refunded once.
+		e.advance(time.Second)
+		lossy.lose = 1
+		hdr[api.IdempotencyHeader] = "refund-2"
+		if rec := do(e.api, "POST", path, `{"amount":"7.50"}`, hdr); rec.Code != 500 {
+			t.Fatalf("refund whose answer was lost: %d %s", rec.Code, rec.Body)
+		}
+		if rec := do(e.api, "POST", path, `{"amount":"7.50"}`, hdr); rec.Code != 200 || !strings.Contains(rec.Body.String(), `"refundedAmount":"20"`) {
+			t.Fatalf("retry of the lost refund: %d %s", rec.Code, rec.Body)
+		}
+		if got := refunded(); got != "20" {
+			t.Fatalf("refunded at the processor after a lost answer and a retry: %s, want 20", got)
+		}
+		// Without a key, a lost answer and the same request again: once.
+		e.advance(time.Second)
+		lossy.lose = 1
+		if rec := do(e.api, "POST", path, `{"amount":"5"}`, bearer(ops)); rec.Code != 500 {
+			t.Fatalf("refund whose answer was lost: %d %s", rec.Code, rec.Body)
+		}
+		e.call("POST", path, ops, `{"amount":"5"}`).want(t, 200)
+		if got := refunded(); got != "25" {
+			t.Fatalf("refunded at the processor after a lost answer and a retry without a key: %s, want 25", got)
+		}
+
+		// The rest (no amount): refunded; then nothing remains.
+		e.advance(time.Second)
+		rest := e.call("POST", path, ops, "").want(t, 200).fields(t)
+		if rest["refundedAmount"] != "80" || rest["status"] != "refunded" {
+			t.Fatalf("after refunding the rest: %v", rest)
+		}
+		if got := refunded(); got != "80" {
+			t.Fatalf("refunded at the processor: %s, want 80", got)
+		}
+		e.call("POST", path, ops, `{}`).want(t, 409, "refunded in full")
+		e.operator("POST", "/timeblock/charges/"+id+"/refund", `{"amount":"1"}`).want(t, 409, "refunded in full")
+
+		if s := e.subscriptionsOf(annID)[0]; s.ID != sub || s.Status != accounts.SubActive {
+			t.Errorf("the subscription after its charge was refunded: %s %s, want active", s.ID, s.Status)
+		}
+		var audit []string
+		for _, row := range e.call("GET", "/api/operator/audit", ops, "").want(t, 200).array(t) {
+			audit = append(audit, fmt.Sprintf("%s %s %s", row["action"], row["target"], row["detail"]))
+		}
+		want := []string{
+			"charge.refund " + id + " refunded the rest of the charge",
+			"charge.refund " + id + " refunded 5 USD",
+			"charge.refund " + id + " refunded 7.50 USD",
+			"charge.refund " + id + " refunded 12.50 USD",
+		}
+		if fmt.Sprint(audit) != fmt.Sprint(want) {
+			t.Errorf("audit log:\n%s\nwant:\n%s", strings.Join(audit, "\n"), strings.Join(want, "\n"))
 		}
 	})
 }

@@ -11,6 +11,11 @@ import (
 // ErrDeclined is what Processor.Charge returns when the card was declined.
 var ErrDeclined = errors.New("card declined")
 
+// ErrRefundTooLarge is what Processor.RefundAmount returns when the amount
+// is more than what remains of the charge (Stripe: "amount exceeds the
+// charge"); a charge refunded in full is refunded again by nothing.
+var ErrRefundTooLarge = errors.New("the refund is larger than what remains of the charge")
+
 // ActionRequiredError is what Processor.Charge returns for an on-session
 // subscribe charge that waits for the customer to authenticate it (SCA /
 // 3-D Secure, Stripe's requires_action): nothing is taken yet, and the page
@@ -114,6 +119,14 @@ type Processor interface {
 	// Refund returns a charge in full, at most once per idempotency key;
 	// refunding a refunded charge again is not an error.
 	Refund(ctx context.Context, ref, idempotencyKey string) error
+	// RefundAmount returns amount (exact decimal USD, at most two
+	// decimals) of a charge, at most once per idempotency key, and answers
+	// what is refunded of the charge in all afterwards (its total, with
+	// refunds made elsewhere). A repeat under the key answers the total
+	// again and refunds nothing; a repeat with another amount is
+	// *IdempotencyError. More than remains of the charge is
+	// ErrRefundTooLarge, refunding nothing.
+	RefundAmount(ctx context.Context, ref, amount, idempotencyKey string) (refunded string, err error)
 	// FindCharge reports whether a charge was made under the idempotency
 	// key, and its reference; settlement asks it about charges nothing
 	// recorded (intents.go), and a caller about to re-send a charge whose

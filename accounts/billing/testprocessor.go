@@ -454,6 +454,50 @@ func (p *TestProcessor) Refund(ctx context.Context, ref, _ string) error {
 	return nil
 }
 
+// RefundAmount refunds part of a charge of the ledger under Stripe's rules
+// (Processor.RefundAmount).
+func (p *TestProcessor) RefundAmount(ctx context.Context, ref, amount, key string) (string, error) {
+	if key == "" {
+		return "", fmt.Errorf("test processor: a refund of %s needs an idempotency key", ref)
+	}
+	if p.durable == nil {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, c := range p.ledger {
+			if c.Ref == ref && !c.Declined {
+				_, total, err := c.refundPart(amount, key)
+				return total, err
+			}
+		}
+		return "", fmt.Errorf("test processor: no charge %s to refund", ref)
+	}
+	var total string
+	err := p.durable.Update(ctx, func(tx LedgerTx) error {
+		c, err := tx.GetTestChargeByRef(ref)
+		if err != nil {
+			return err
+		}
+		if c.Declined {
+			return ErrLedgerNotFound
+		}
+		changed, t, err := c.refundPart(amount, key)
+		if err != nil || !changed {
+			total = t
+			return err
+		}
+		total = t
+		return tx.UpdateTestCharge(c)
+	})
+	if err != nil {
+		var ie *IdempotencyError
+		if errors.As(err, &ie) || errors.Is(err, ErrRefundTooLarge) {
+			return "", err
+		}
+		return "", fmt.Errorf("test processor: refund %s: %w", ref, err)
+	}
+	return total, nil
+}
+
 // FindCharge reports a successful charge made under an idempotency key
 // (refunded or not), however long ago: the first, when the key was charged
 // again after it was forgotten.
@@ -536,8 +580,91 @@ type TestCharge struct {
 	IdempotencyKey string
 	Description    string
 	Declined       bool
-	Refunded       bool
-	CreatedAt      time.Time
+	Refunded       bool // refunded in full (Refund, or partial refunds that reached Amount)
+	// Refunds are the partial refunds (RefundAmount) by idempotency key:
+	// the amount each returned.
+	Refunds   map[string]string
+	CreatedAt time.Time
+}
+
+// RefundedAmount is what is refunded of c in all, as a decimal amount.
+func (c *TestCharge) RefundedAmount() string {
+	n, err := c.refundedCents()
+	if err != nil {
+		return "?"
+	}
+	return formatCents(n)
+}
+
+// refundedCents is what is refunded of c in all, in cents.
+func (c *TestCharge) refundedCents() (int64, error) {
+	amount, err := cents(c.Amount)
+	if err != nil || c.Refunded {
+		return amount, err
+	}
+	var sum int64
+	for _, r := range c.Refunds {
+		n, err := cents(r)
+		if err != nil {
+			return 0, err
+		}
+		sum += n
+	}
+	return sum, nil
+}
+
+// refundPart refunds amount of c under key (Stripe's rules: a repeat
+// answers again, another amount under the key is *IdempotencyError, more
+// than remains is ErrRefundTooLarge) and reports whether c changed and the
+// total refunded afterwards.
+func (c *TestCharge) refundPart(amount, key string) (changed bool, refunded string, err error) {
+	want, err := cents(amount)
+	if err != nil || want <= 0 {
+		return false, "", fmt.Errorf("test processor: refund amount %q is not a positive amount with at most two decimals", amount)
+	}
+	total, err := c.refundedCents()
+	if err != nil {
+		return false, "", fmt.Errorf("test processor: charge %s: %w", c.Ref, err)
+	}
+	if prev, ok := c.Refunds[key]; ok {
+		if n, _ := cents(prev); n != want {
+			return false, "", &IdempotencyError{Key: key, Detail: "refunded " + prev + " under it, not " + amount}
+		}
+		return false, formatCents(total), nil
+	}
+	full, _ := cents(c.Amount)
+	if total+want > full {
+		return false, "", fmt.Errorf("test processor: refunding %s of %s (%s refunded): %w", amount, c.Ref, formatCents(total), ErrRefundTooLarge)
+	}
+	if c.Refunds == nil {
+		c.Refunds = map[string]string{}
+	}
+	c.Refunds[key] = formatCents(want)
+	total += want
+	c.Refunded = total == full
+	return true, formatCents(total), nil
+}
+
+// cents parses an exact decimal amount of dollars with at most two
+// decimals ("40", "12.5", "12.50") to cents.
+func cents(amount string) (int64, error) {
+	whole, frac, hasPoint := strings.Cut(amount, ".")
+	if whole == "" || len(frac) > 2 || (hasPoint && frac == "") {
+		return 0, fmt.Errorf("%q is not an amount with at most two decimals", amount)
+	}
+	frac += "00"[len(frac):]
+	n, err := strconv.ParseInt(whole+frac, 10, 64)
+	if err != nil || n < 0 || strings.ContainsAny(whole+frac, "+-") {
+		return 0, fmt.Errorf("%q is not an amount with at most two decimals", amount)
+	}
+	return n, nil
+}
+
+// formatCents renders cents as a canonical decimal amount: 1250 → "12.5".
+func formatCents(n int64) string {
+	s := fmt.Sprintf("%d.%02d", n/100, n%100)
+	s = strings.TrimRight(s, "0")
+	return strings.TrimSuffix(s, ".")
 }
 
 // Errors of a Ledger's transactions.

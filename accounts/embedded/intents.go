@@ -130,28 +130,30 @@ func (t *tx) ListOpenChargeIntents(before time.Time) ([]*accounts.ChargeIntent, 
 }
 
 type testChargeRecord struct {
-	Ref            string    `json:"ref"`
-	UserID         string    `json:"user_id"`
-	MethodID       string    `json:"method_id"`
-	Amount         string    `json:"amount"`
-	IdempotencyKey string    `json:"idempotency_key"`
-	Description    string    `json:"description,omitempty"`
-	Declined       bool      `json:"declined,omitempty"`
-	Refunded       bool      `json:"refunded,omitempty"`
-	CreatedAt      time.Time `json:"created_at"`
+	Ref            string `json:"ref"`
+	UserID         string `json:"user_id"`
+	MethodID       string `json:"method_id"`
+	Amount         string `json:"amount"`
+	IdempotencyKey string `json:"idempotency_key"`
+	Description    string `json:"description,omitempty"`
+	Declined       bool   `json:"declined,omitempty"`
+	Refunded       bool   `json:"refunded,omitempty"`
+	// Refunds: partial refunds by idempotency key (added with issue 39).
+	Refunds   map[string]string `json:"refunds,omitempty"`
+	CreatedAt time.Time         `json:"created_at"`
 }
 
 func newTestChargeRecord(c *billing.TestCharge) *testChargeRecord {
 	return &testChargeRecord{
 		Ref: c.Ref, UserID: c.UserID, MethodID: c.MethodID, Amount: c.Amount, IdempotencyKey: c.IdempotencyKey,
-		Description: c.Description, Declined: c.Declined, Refunded: c.Refunded, CreatedAt: ts(c.CreatedAt),
+		Description: c.Description, Declined: c.Declined, Refunded: c.Refunded, Refunds: c.Refunds, CreatedAt: ts(c.CreatedAt),
 	}
 }
 
 func (r *testChargeRecord) testCharge() *billing.TestCharge {
 	return &billing.TestCharge{
 		Ref: r.Ref, UserID: r.UserID, MethodID: r.MethodID, Amount: r.Amount, IdempotencyKey: r.IdempotencyKey,
-		Description: r.Description, Declined: r.Declined, Refunded: r.Refunded, CreatedAt: r.CreatedAt.UTC(),
+		Description: r.Description, Declined: r.Declined, Refunded: r.Refunded, Refunds: r.Refunds, CreatedAt: r.CreatedAt.UTC(),
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/timeblock/timeblock/accounts"
+	"github.com/timeblock/timeblock/accounts/ledger"
 )
 
 // Audit actions.
@@ -14,6 +15,7 @@ const (
 	ActionDeliver    = "subscription.deliver"
 	ActionCancel     = "subscription.cancel"
 	ActionPoolStatus = "pool.status"
+	ActionRefund     = "charge.refund"
 )
 
 // audited returns ctx carrying the audit record of an action by actor (an
@@ -61,6 +63,33 @@ func (s *Service) Cancel(ctx context.Context, actor, subID string, atPeriodEnd b
 func (s *Service) SetPoolStatus(ctx context.Context, actor, idOrSlug, status string) (*accounts.PoolStatusResult, error) {
 	id := s.svc.PoolID(ctx, idOrSlug)
 	return s.svc.SetPoolStatus(audited(ctx, actor, ActionPoolStatus, id, "status set to "+status), idOrSlug, status)
+}
+
+// Refund refunds amount ("" for what remains) of the ledger charge id
+// through the processor: accounts.Service.RefundLedgerCharge, with
+// requestKey the operator's Idempotency-Key. The charge's subscription is
+// not changed (Cancel ends it). The audit target is the charge's id.
+func (s *Service) Refund(ctx context.Context, actor, chargeID, amount, requestKey string) (*Charge, error) {
+	detail := "refunded the rest of the charge"
+	if amount != "" {
+		detail = "refunded " + amount + " USD"
+	}
+	lc, err := s.svc.RefundLedgerCharge(audited(ctx, actor, ActionRefund, chargeID, detail), chargeID, amount, requestKey)
+	if err != nil {
+		return nil, err
+	}
+	c := &Charge{Charge: ledger.View(lc), UserID: lc.UserID, ProcessorRef: lc.ProcessorRef}
+	err = s.store.View(ctx, func(tx accounts.Tx) error {
+		u, err := tx.GetUser(lc.UserID)
+		if err == nil {
+			c.Email = u.Email
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("refund %s: refunded; reading its buyer: %w", chargeID, err)
+	}
+	return c, nil
 }
 
 // AuditEntry is one operator action (SPEC.md §8).

@@ -51,25 +51,36 @@ func (t *tx) ListOpenChargeIntents(before time.Time) ([]*accounts.ChargeIntent, 
 	return out, wrap(err, "list open charge intents")
 }
 
-const testChargeColumns = `idempotency_key, ref, user_id, method_id, amount, description, declined, refunded, created_at`
+const testChargeColumns = `idempotency_key, ref, user_id, method_id, amount, description, declined, refunded, created_at, refunds`
 
 func scanTestCharge(row pgx.Row) (*billing.TestCharge, error) {
 	var c billing.TestCharge
 	err := row.Scan(&c.IdempotencyKey, &c.Ref, &c.UserID, &c.MethodID, &c.Amount, &c.Description,
-		&c.Declined, &c.Refunded, &c.CreatedAt)
+		&c.Declined, &c.Refunded, &c.CreatedAt, &c.Refunds)
 	if err != nil {
 		return nil, err
+	}
+	if len(c.Refunds) == 0 {
+		c.Refunds = nil
 	}
 	c.CreatedAt = c.CreatedAt.UTC()
 	return &c, nil
 }
 
 func testChargeArgs(c *billing.TestCharge) []any {
-	return []any{c.IdempotencyKey, c.Ref, c.UserID, c.MethodID, c.Amount, c.Description, c.Declined, c.Refunded, ts(c.CreatedAt)}
+	return []any{c.IdempotencyKey, c.Ref, c.UserID, c.MethodID, c.Amount, c.Description, c.Declined, c.Refunded, ts(c.CreatedAt), refundsArg(c.Refunds)}
+}
+
+// refundsArg is a test charge's partial refunds for the jsonb column.
+func refundsArg(r map[string]string) map[string]string {
+	if r == nil {
+		return map[string]string{}
+	}
+	return r
 }
 
 func (t *tx) CreateTestCharge(c *billing.TestCharge) error {
-	err := t.execOne(`INSERT INTO test_charges (`+testChargeColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+	err := t.execOne(`INSERT INTO test_charges (`+testChargeColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 		testChargeArgs(c)...)
 	return wrap(err, "create test charge %s", c.Ref)
 }
@@ -86,7 +97,7 @@ func (t *tx) GetTestChargeByRef(ref string) (*billing.TestCharge, error) {
 
 func (t *tx) UpdateTestCharge(c *billing.TestCharge) error {
 	err := t.execOne(`UPDATE test_charges SET ref = $2, user_id = $3, method_id = $4, amount = $5, description = $6,
-		declined = $7, refunded = $8, created_at = $9 WHERE idempotency_key = $1`, testChargeArgs(c)...)
+		declined = $7, refunded = $8, created_at = $9, refunds = $10 WHERE idempotency_key = $1`, testChargeArgs(c)...)
 	return wrap(err, "update test charge %s", c.Ref)
 }
 

@@ -181,6 +181,7 @@ func testTestCharges(t *testing.T, s accounts.Store) {
 	})
 
 	a.Refunded = true
+	a.Refunds = map[string]string{"oprefund:x:1": "12.5", "oprefund:x:2": "83.5"}
 	update(t, s, func(tx accounts.Tx) error { return tx.(accounts.TestLedgerTx).UpdateTestCharge(a) })
 	expect(t, s, "GetTestCharge after update", a, func(tx accounts.Tx) (*billing.TestCharge, error) {
 		return tx.(accounts.TestLedgerTx).GetTestCharge(a.IdempotencyKey)

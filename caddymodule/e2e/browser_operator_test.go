@@ -227,6 +227,33 @@ func TestBrowserOperatorConsole(t *testing.T) {
 	ops.js(`document.querySelector('#op-ledger').scrollIntoView()`, nil)
 	ops.screenshot("ledger")
 
+	// Refund part of the newest charge: the dialog offers what remains,
+	// refuses more, and the row and the message show the outcome.
+	var chargeID, amount string
+	ops.js(`document.querySelector('#op-ledger tr.op-charge').dataset.id`, &chargeID)
+	chargeRow := `#op-ledger tr.op-charge[data-id="` + chargeID + `"]`
+	ops.click(chargeRow + " button.op-refund")
+	ops.waitFor("the refund dialog", visible("#op-refund-dialog"))
+	ops.js(`document.querySelector('#op-refund-amount').value`, &amount)
+	if amount != "25" && amount != fmt.Sprint(price) {
+		t.Errorf("the refund dialog offers %q, want what remains of the charge", amount)
+	}
+	ops.typeInto("#op-refund-amount", "1000")
+	ops.click("#op-refund-ok")
+	ops.waitText("#op-refund-error", "remains to refund")
+	ops.typeInto("#op-refund-amount", "5")
+	ops.screenshot("refund-dialog")
+	ops.click("#op-refund-ok")
+	ops.waitText("#op-ledger .msg.ok", "Refunded $5.00 of receipt")
+	ops.waitText(chargeRow, "Partly refunded")
+	ops.waitText("#op-ledger-totals", "$5.00 refunded")
+	ops.screenshot("refunded")
+	for _, c := range mustUser(t, site, ops.sessionToken(site), "GET", "/api/operator/charges", nil, 200).Get("data").Array() {
+		if c.Get("id").Str == chargeID && (c.Get("refundedAmount").Str != "5" || c.Get("status").Str != "partially_refunded") {
+			t.Errorf("after the console's refund, the charge is %s", c.Raw)
+		}
+	}
+
 	// A refused action says why in words: another operator canceled the
 	// subscription meanwhile, so "Cancel now" on the stale row gets the
 	// server's message.

@@ -55,6 +55,8 @@ type fakePI struct {
 	Amount                              int64
 	Metadata                            map[string]string
 	Refunded                            bool
+	AmountRefunded                      int64 // cents refunded in all
+	Refunds                             int   // refunds made (not replays)
 }
 
 type fakeRequest struct {
@@ -82,6 +84,8 @@ type fakeStripe struct {
 	// replay under their key) and answers 500 instead of their result, as
 	// an answer lost on its way back.
 	loseNext int
+	// loseRefunds: the same for the next n refunds.
+	loseRefunds int
 }
 
 type fakeReply struct {
@@ -220,6 +224,11 @@ func (f *fakeStripe) serve(w http.ResponseWriter, r *http.Request) {
 	b, _ := json.Marshal(body)
 	if r.Method == http.MethodPost && idem != "" && status != 500 {
 		f.replays[idem] = fakeReply{status, b, requestParams(r.URL.Path, form)}
+	}
+	if f.loseRefunds > 0 && r.Method == http.MethodPost && r.URL.Path == "/v1/refunds" {
+		f.loseRefunds--
+		f.reply(w, 500, errBody("api_error", "", "", "the answer was lost"))
+		return
 	}
 	if f.loseNext > 0 && r.Method == http.MethodPost && r.URL.Path == "/v1/payment_intents" {
 		f.loseNext--
@@ -418,8 +427,29 @@ func (f *fakeStripe) route(method, path string, form map[string]string) (int, an
 		if pi.Refunded {
 			return 400, errBody("invalid_request_error", "charge_already_refunded", "", "Charge has already been refunded.")
 		}
-		pi.Refunded = true
-		return 200, map[string]any{"id": f.id("re"), "object": "refund", "payment_intent": pi.ID, "status": "succeeded", "amount": pi.Amount}
+		amount := pi.Amount - pi.AmountRefunded
+		if a, ok := form["amount"]; ok {
+			n, err := strconv.ParseInt(a, 10, 64)
+			if err != nil || n <= 0 {
+				return 400, errBody("invalid_request_error", "parameter_invalid_integer", "amount", "Invalid positive integer")
+			}
+			if n > amount {
+				return 400, errBody("invalid_request_error", "amount_too_large", "amount",
+					fmt.Sprintf("Refund amount ($%.2f) is greater than unrefunded amount on charge ($%.2f)", float64(n)/100, float64(amount)/100))
+			}
+			amount = n
+		}
+		pi.AmountRefunded += amount
+		pi.Refunded = pi.AmountRefunded == pi.Amount
+		pi.Refunds++
+		re := map[string]any{"id": f.id("re"), "object": "refund", "payment_intent": pi.ID, "status": "succeeded", "amount": amount}
+		if form["expand[0]"] == "charge" {
+			re["charge"] = map[string]any{"id": "ch_" + pi.ID, "object": "charge", "amount": pi.Amount,
+				"amount_refunded": pi.AmountRefunded, "refunded": pi.Refunded, "payment_intent": pi.ID}
+		} else {
+			re["charge"] = "ch_" + pi.ID
+		}
+		return 200, re
 	case method == "GET" && len(parts) == 3 && parts[1] == "payment_intents" && parts[2] != "search":
 		pi, ok := f.pis[parts[2]]
 		if !ok {

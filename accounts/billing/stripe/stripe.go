@@ -417,6 +417,53 @@ func (p *Processor) Refund(ctx context.Context, ref, idempotencyKey string) erro
 	return nil
 }
 
+// RefundAmount refunds part of a PaymentIntent (pi_...) or a Charge
+// (ch_...) and answers the charge's refunded total, read from the refund's
+// charge (expanded). Stripe's "amount exceeds the charge" refusals are
+// billing.ErrRefundTooLarge; a key re-used with another amount is a
+// *billing.IdempotencyError.
+func (p *Processor) RefundAmount(ctx context.Context, ref, amount, idempotencyKey string) (string, error) {
+	cents, err := Cents(amount)
+	if err != nil || cents <= 0 {
+		return "", fmt.Errorf("stripe: refunding %s: the amount %q is not a positive amount with at most two decimals", ref, amount)
+	}
+	params := &stripeapi.RefundCreateParams{Amount: stripeapi.Int64(cents)}
+	if strings.HasPrefix(ref, "ch_") {
+		params.Charge = stripeapi.String(ref)
+	} else {
+		params.PaymentIntent = stripeapi.String(ref)
+	}
+	params.AddExpand("charge")
+	if idempotencyKey != "" {
+		params.SetIdempotencyKey(idempotencyKey)
+	}
+	re, err := p.client.V1Refunds.Create(ctx, params)
+	var se *stripeapi.Error
+	if errors.As(err, &se) {
+		switch {
+		case se.Type == stripeapi.ErrorTypeIdempotency:
+			return "", &billing.IdempotencyError{Key: idempotencyKey, Detail: se.Msg}
+		case se.Code == stripeapi.ErrorCodeChargeAlreadyRefunded || se.Code == stripeapi.ErrorCodeAmountTooLarge ||
+			(se.Type == stripeapi.ErrorTypeInvalidRequest && se.Param == "amount"):
+			return "", fmt.Errorf("stripe: refunding %s of %s: %s: %w", amount, ref, se.Msg, billing.ErrRefundTooLarge)
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("stripe: refunding %s of %s: %w", amount, ref, err)
+	}
+	if re.Charge == nil || re.Charge.Amount == 0 {
+		return "", fmt.Errorf("stripe: refunding %s of %s: the answer has no charge to read the refunded total from", amount, ref)
+	}
+	return dollars(re.Charge.AmountRefunded), nil
+}
+
+// dollars renders cents as a canonical decimal amount: 1250 → "12.5".
+func dollars(cents int64) string {
+	s := fmt.Sprintf("%d.%02d", cents/100, cents%100)
+	s = strings.TrimRight(s, "0")
+	return strings.TrimSuffix(s, ".")
+}
+
 // FindCharge looks for a PaymentIntent made under the idempotency key (the
 // metadata every charge carries) that took or is taking money. It uses
 // Stripe's search, whose index lags writes by up to about a minute in

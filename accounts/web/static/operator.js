@@ -36,7 +36,7 @@ export async function renderOperator(ctx, view) {
   panels.pools = poolsPanel(state, reload);
   panels.orders = ordersPanel(state, reload);
   panels.subscribers = subscribersPanel(state, reload);
-  panels.ledger = ledgerPanel(state);
+  panels.ledger = ledgerPanel(state, reload);
   panels.audit = auditPanel(state);
   const nav = h('nav', { class: 'op-jump', 'aria-label': 'Operator sections' },
     [['op-pools', 'Pools'], ['op-heatmap-card', 'Seats sold'], ['op-orders', 'Orders'], ['op-subscribers', 'Subscribers'],
@@ -334,7 +334,52 @@ function dayStart(day, days = 0) {
   return d.toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
 
-function ledgerPanel(state) {
+// refundDialog asks how much of charge c to refund (default: what remains); resolves the amount, or null when kept.
+function refundDialog(c, rest) {
+  let d = document.getElementById('op-refund-dialog');
+  if (!d) {
+    d = h('dialog', { id: 'op-refund-dialog', 'aria-labelledby': 'op-refund-title' },
+      h('form', { method: 'dialog', novalidate: true },
+        h('h2', { id: 'op-refund-title' }, 'Refund this charge?'),
+        h('p', { id: 'op-refund-text' }),
+        field('Amount to refund (USD)', h('input', { id: 'op-refund-amount', type: 'text', inputmode: 'decimal', autocomplete: 'off' })),
+        h('p', { id: 'op-refund-error', class: 'error', role: 'alert', hidden: true }),
+        h('div', { class: 'row end' },
+          h('button', { type: 'submit', value: 'cancel', id: 'op-refund-cancel', class: 'ghost' }, 'Keep it'),
+          h('button', { type: 'submit', value: 'ok', id: 'op-refund-ok', class: 'danger' }, 'Refund'))));
+    document.body.append(d);
+    d.querySelector('#op-refund-amount').addEventListener('input', () => { d.querySelector('#op-refund-error').hidden = true; });
+  }
+  const input = d.querySelector('#op-refund-amount');
+  const error = d.querySelector('#op-refund-error');
+  d.querySelector('#op-refund-text').textContent = `Receipt ${c.number}, ${c.email}: ${money(c.amount)} paid, ${money(fmtDec(rest))} not refunded yet. `
+    + 'The money goes back to the buyer\'s card through the processor. The subscription is not changed: cancel it under Subscribers if it should end.';
+  input.value = fmtDec(rest);
+  error.textContent = '';
+  error.hidden = true;
+  d.returnValue = '';
+  return new Promise((resolve) => {
+    const check = (ev) => {
+      if (ev.submitter?.value !== 'ok') return;
+      const v = input.value.trim().replace(/^\$/, '');
+      let why = '';
+      if (!/^\d+(\.\d{1,2})?$/.test(v)) why = 'Enter an amount in dollars with at most two decimals, such as 12.50.';
+      else if (dec(v).n === 0n) why = 'Enter an amount more than 0.';
+      else if (sub(rest, dec(v)).n < 0n) why = `At most ${money(fmtDec(rest))} remains to refund.`;
+      if (why) { ev.preventDefault(); error.textContent = why; error.hidden = false; input.focus(); }
+    };
+    const form = d.querySelector('form');
+    form.addEventListener('submit', check);
+    d.addEventListener('close', () => {
+      form.removeEventListener('submit', check);
+      resolve(d.returnValue === 'ok' ? input.value.trim().replace(/^\$/, '') : null);
+    }, { once: true });
+    d.showModal();
+    input.select();
+  });
+}
+
+function ledgerPanel(state, reload) {
   const p = panel('op-ledger', 'Ledger', 'Every charge on this site, newest first. Days are UTC days; both ends are included.');
   const today = new Date();
   const first = `${today.getUTCFullYear()}-${pad2(today.getUTCMonth() + 1)}-01`;
@@ -347,13 +392,31 @@ function ledgerPanel(state) {
   const totals = h('p', { id: 'op-ledger-totals', class: 'small' });
   const tbody = h('tbody', {});
   const table = scroller('Charges', h('table', { id: 'op-ledger-table' },
-    h('thead', {}, h('tr', {}, th('Receipt'), th('Date (UTC)'), th('Buyer'), th('What'), th('Amount', 'num'), th('Refunded', 'num'), th('Status'))),
+    h('thead', {}, h('tr', {}, th('Receipt'), th('Date (UTC)'), th('Buyer'), th('What'), th('Amount', 'num'), th('Refunded', 'num'), th('Status'), th('Actions'))),
     tbody));
   const empty = h('p', { class: 'empty' }, 'No charges in these days.');
   const more = h('button', { type: 'button', class: 'ghost', id: 'op-ledger-more' }, 'Show older charges');
   p.body.append(form, totals, table, empty, h('div', { class: 'row' }, more));
   let cursor = null;
   let sums = null;
+  const refund = (c, rest, btn) => busy(btn, async () => {
+    p.note.clear();
+    const amount = await refundDialog(c, rest);
+    if (amount === null) return;
+    const r = await post(`/api/operator/charges/${encodeURIComponent(c.id)}/refund`, { amount });
+    if (!r.ok) { p.note.show(`Receipt ${c.number} was not refunded: ${r.error}`); await reload('ledger'); return; }
+    p.note.show(`Refunded ${money(amount)} of receipt ${c.number} to ${c.email}; ${money(r.data.refundedAmount)} of ${money(r.data.amount)} is refunded in all. `
+      + 'The subscription is unchanged.', 'ok');
+    announce('Charge refunded');
+    await reload('ledger', 'pools', 'audit');
+  });
+  const refundButton = (c) => {
+    const rest = sub(dec(c.amount), dec(c.refundedAmount || '0'));
+    if (rest.n <= 0n) return null;
+    const b = h('button', { type: 'button', class: 'small danger op-refund', 'aria-label': `Refund receipt ${c.number}` }, 'Refund');
+    b.addEventListener('click', () => refund(c, rest, b));
+    return b;
+  };
   const query = () => {
     const q = new URLSearchParams();
     if (from.value) q.set('from', dayStart(from.value));
@@ -373,7 +436,8 @@ function ledgerPanel(state) {
         h('td', {}, `${kinds[c.kind] || c.kind}${pool ? ` · ${pool.name}` : ''}`, h('div', { class: 'small muted' }, c.description)),
         h('td', { class: 'num' }, money(c.amount)),
         h('td', { class: 'num' }, c.refundedAmount && dec(c.refundedAmount).n !== 0n ? money(c.refundedAmount) : '—'),
-        h('td', {}, c.status === 'succeeded' ? chargeStatus.succeeded : badge(chargeStatus[c.status] || c.status, 'warn'))));
+        h('td', {}, c.status === 'succeeded' ? chargeStatus.succeeded : badge(chargeStatus[c.status] || c.status, 'warn')),
+        h('td', { class: 'op-actions' }, refundButton(c))));
     }
     const net = sub(sums.taken, sums.refunded);
     totals.textContent = `${sums.count} charge${sums.count === 1 ? '' : 's'} shown: ${money(fmtDec(sums.taken))} taken, ${money(fmtDec(sums.refunded))} refunded, ${money(fmtDec(net))} net.`;
@@ -414,7 +478,7 @@ function ledgerPanel(state) {
 
 // ---- Audit log -------------------------------------------------------------------
 
-const auditActions = { 'subscription.deliver': 'Delivered a key', 'subscription.cancel': 'Canceled a subscription', 'pool.status': 'Changed a pool\'s status' };
+const auditActions = { 'subscription.deliver': 'Delivered a key', 'subscription.cancel': 'Canceled a subscription', 'pool.status': 'Changed a pool\'s status', 'charge.refund': 'Refunded a charge' };
 
 function auditPanel(state) {
   const p = panel('op-audit', 'Audit log', 'Every operator action, from this page or the admin API, newest first.');
