@@ -18,7 +18,7 @@ type AuditRecord struct {
 	ID     string
 	At     time.Time
 	Actor  string // the operator's e-mail, or AuditAdminAPI
-	Action string // e.g. "subscription.deliver", "subscription.cancel", "pool.status"
+	Action string // e.g. "subscription.deliver", "subscription.cancel", "pool.status", "key.revoke"
 	Target string // the subscription or pool id
 	Detail string // a short text for people
 }

@@ -256,6 +256,10 @@ func (s *Service) UpdateKey(ctx context.Context, userID, id string, name *string
 			}
 			key.Active = *active
 			changed = true
+			// An operator's revocation (accounts/operator) is audited with its effect.
+			if err := s.auditTx(ctx, tx); err != nil {
+				return err
+			}
 		}
 		if name != nil {
 			key.Name = *name

@@ -227,6 +227,7 @@ func crossCases(w *crossWorld) map[string][]crossCall {
 			f("GET", "/api/operator/charges?format=csv&from=2020-01-01T00:00:00Z", nil)},
 		"POST /api/operator/charges/{id}/refund": {f("POST", "/api/operator/charges/"+w.aChargeID+"/refund", map[string]any{"amount": "1"}),
 			f("POST", "/api/operator/charges/"+w.aChargeID+"/refund", nil)},
+		"POST /api/operator/keys/{id}/revoke": {f("POST", "/api/operator/keys/"+w.aKeyID+"/revoke", nil)},
 
 		// The ledger: B's own list; A's receipt is an unknown charge to B.
 		"GET /api/billing/charges":              {own("GET", "/api/billing/charges", nil), own("GET", "/api/billing/charges?limit=1", nil)},

@@ -34,6 +34,7 @@ func (h *Handler) operatorRoutes() {
 	h.operatorRoute("GET /api/operator/audit", h.operatorAudit)
 	h.operatorRoute("GET /api/operator/charges", h.operatorCharges)
 	h.operatorRoute("POST /api/operator/charges/{id}/refund", h.operatorIdempotent(h.operatorRefund))
+	h.operatorRoute("POST /api/operator/keys/{id}/revoke", h.operatorIdempotent(h.operatorRevokeKey))
 }
 
 // operatorRoute registers an operator endpoint (see the top of this file).
@@ -196,6 +197,19 @@ func (h *Handler) operatorCancel(w http.ResponseWriter, r *http.Request, a *oper
 		return accounts.Invalid("atPeriodEnd is required: true to cancel at the end of the current period, false to cancel now (seats freed, key revoked, nothing refunded)")
 	}
 	res, err := h.opts.Operator.Cancel(r.Context(), a.Email, r.PathValue("id"), *body.AtPeriodEnd)
+	if err != nil {
+		return err
+	}
+	writeData(w, http.StatusOK, res)
+	return nil
+}
+
+// POST /api/operator/keys/{id}/revoke → {keyId, subscriptionId, isActive,
+// changed}: the consumption key deactivated, as the buyer's PUT
+// /api/keys/{id} {isActive:false}; an already revoked key answers changed
+// false.
+func (h *Handler) operatorRevokeKey(w http.ResponseWriter, r *http.Request, a *operator.Actor) error {
+	res, err := h.opts.Operator.RevokeKey(r.Context(), a.Email, r.PathValue("id"))
 	if err != nil {
 		return err
 	}

@@ -41,6 +41,7 @@ var operatorRoutes = []struct{ method, path, body string }{
 	{"GET", "/api/operator/audit", ""},
 	{"GET", "/api/operator/charges?format=csv", ""},
 	{"POST", "/api/operator/charges/CHARGE/refund", `{"amount":"1"}`},
+	{"POST", "/api/operator/keys/KEY/revoke", ""},
 }
 
 // Only an operator's session reaches /api/operator/*: no credentials, a
@@ -165,7 +166,7 @@ func TestOperatorPoolsFigures(t *testing.T) {
 		}
 		bySlug := map[string]map[string]any{}
 		for _, p := range pools {
-			exactFields(t, p, "id", "slug", "name", "status", "seatsPerHour", "soldPerHour", "lanesInUse",
+			exactFields(t, p, "id", "slug", "name", "status", "seatsPerHour", "soldPerHour", "servedPerHour", "lanesInUse",
 				"revenueThisMonth", "monthlyRecurring", "fundingGoal", "fundingPledged")
 			bySlug[p["slug"].(string)] = p
 		}
@@ -276,12 +277,12 @@ func TestOperatorSubscriptionsFilters(t *testing.T) {
 
 		row := page.Data[2] // b1
 		exactFields(t, row, "id", "email", "userId", "poolId", "pool", "status", "blocks", "quantity", "billingCycle",
-			"monthlyPrice", "periodAmount", "currentPeriodEnd", "cancelAtPeriodEnd", "keyId", "createdAt")
+			"monthlyPrice", "periodAmount", "currentPeriodEnd", "cancelAtPeriodEnd", "keyId", "keyActive", "createdAt")
 		if row["id"] != b1 || row["email"] != "bob@example.test" || row["pool"] != "alpha" || row["status"] != "active" ||
-			row["quantity"] != 2.0 || row["periodAmount"] != "192" || row["keyId"] == nil || row["cancelAtPeriodEnd"] != false {
+			row["quantity"] != 2.0 || row["periodAmount"] != "192" || row["keyId"] == nil || row["keyActive"] != true || row["cancelAtPeriodEnd"] != false {
 			t.Errorf("bob's row: %v", row)
 		}
-		if pending := page.Data[1]; pending["keyId"] != nil || pending["status"] != "pending_key" {
+		if pending := page.Data[1]; pending["keyId"] != nil || pending["keyActive"] != false || pending["status"] != "pending_key" {
 			t.Errorf("the order waiting for its key: %v, want keyId null", pending)
 		}
 		if pledge := page.Data[0]; pledge["currentPeriodEnd"] == nil && pledge["status"] != "pledged" {

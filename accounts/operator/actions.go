@@ -16,6 +16,7 @@ const (
 	ActionCancel     = "subscription.cancel"
 	ActionPoolStatus = "pool.status"
 	ActionRefund     = "charge.refund"
+	ActionKeyRevoke  = "key.revoke"
 )
 
 // audited returns ctx carrying the audit record of an action by actor (an
@@ -56,6 +57,44 @@ func (s *Service) Cancel(ctx context.Context, actor, subID string, atPeriodEnd b
 		return nil, fmt.Errorf("cancel %s: %w", subID, err)
 	}
 	return s.svc.SetCancelAtPeriodEnd(audited(ctx, actor, ActionCancel, subID, "set to cancel at period end"), userID, subID, true)
+}
+
+// KeyRevoke answers a key's revocation.
+type KeyRevoke struct {
+	KeyID          string `json:"keyId"`
+	SubscriptionID string `json:"subscriptionId"`
+	IsActive       bool   `json:"isActive"` // always false
+	// Changed is false when the key was already revoked (nothing done,
+	// nothing audited).
+	Changed bool `json:"changed"`
+}
+
+// RevokeKey deactivates the consumption key id, whoever's it is: the
+// buyer's own revocation (accounts.Service.UpdateKey with isActive false),
+// which tells the gates at once. The audit target is the key's id.
+func (s *Service) RevokeKey(ctx context.Context, actor, keyID string) (*KeyRevoke, error) {
+	var key *accounts.Key
+	err := s.store.View(ctx, func(tx accounts.Tx) error {
+		var err error
+		key, err = tx.GetKey(keyID)
+		return err
+	})
+	if errors.Is(err, accounts.ErrNotFound) {
+		return nil, accounts.NotFound("no key %s", keyID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("revoke key %s: %w", keyID, err)
+	}
+	res := &KeyRevoke{KeyID: key.ID, SubscriptionID: key.SubscriptionID}
+	if !key.Active {
+		return res, nil
+	}
+	inactive := false
+	if _, err := s.svc.UpdateKey(audited(ctx, actor, ActionKeyRevoke, key.ID, "key revoked"), key.UserID, key.ID, nil, &inactive); err != nil {
+		return nil, err
+	}
+	res.Changed = true
+	return res, nil
 }
 
 // SetPoolStatus moves a pool (by slug or id): accounts.Service.SetPoolStatus.

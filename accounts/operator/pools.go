@@ -22,6 +22,12 @@ type Pool struct {
 	// yet (fundingPledged counts them) and unpaid purchases (incomplete) only
 	// hold their seats for a few minutes.
 	SoldPerHour [24]int `json:"soldPerHour"`
+	// ServedPerHour counts, per UTC hour 0–23 of the current UTC day, the
+	// requests admitted through the own keys of the pool's sold
+	// subscriptions (revoked ones included), from the hourly usage rows.
+	// A combined key's requests are not counted: its usage is not kept per
+	// pool.
+	ServedPerHour [24]int64 `json:"servedPerHour"`
 	// LanesInUse counts the requests in flight now through the keys of the
 	// pool's subscriptions, on every node.
 	LanesInUse int `json:"lanesInUse"`
@@ -45,6 +51,8 @@ func (s *Service) Pools(ctx context.Context) ([]Pool, error) {
 		out   []Pool
 		lanes [][]laneKey // per pool
 	)
+	now := s.now().UTC()
+	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
 	err := s.store.View(ctx, func(tx accounts.Tx) error {
 		out, lanes = nil, nil
 		pools, err := tx.ListPools()
@@ -91,6 +99,9 @@ func (s *Service) Pools(ctx context.Context) ([]Pool, error) {
 						}
 						recurring = append(recurring, m)
 					}
+					if err := servedTodayTx(tx, sub.ID, today, &v.ServedPerHour); err != nil {
+						return err
+					}
 					if status != accounts.SubPendingKey {
 						k, err := keysOfTx(tx, sub.ID)
 						if err != nil {
@@ -131,6 +142,29 @@ func (s *Service) Pools(ctx context.Context) ([]Pool, error) {
 }
 
 type laneKey struct{ id string }
+
+// servedTodayTx adds to served the requests admitted through the
+// subscription's own key (active or not) in each hour of the UTC day that
+// starts at today: one bounded read of at most 24 rows.
+func servedTodayTx(tx accounts.Tx, subID string, today time.Time, served *[24]int64) error {
+	k, err := tx.GetKeyBySubscription(subID)
+	if errors.Is(err, accounts.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	rows, err := tx.ListKeyUsage(k.ID, today, today.Add(24*time.Hour))
+	if err != nil {
+		return fmt.Errorf("usage of key %s: %w", k.ID, err)
+	}
+	for _, r := range rows {
+		if h := int(r.Hour.UTC().Sub(today) / time.Hour); h >= 0 && h < 24 {
+			served[h] += r.Admitted
+		}
+	}
+	return nil
+}
 
 // keysOfTx returns the credentials a subscription admits through: its own
 // key and the combined key it is a member of, active ones only.

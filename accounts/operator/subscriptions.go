@@ -29,6 +29,7 @@ type Subscription struct {
 	CurrentPeriodEnd  *time.Time       `json:"currentPeriodEnd"` // null before the first period (pledges, unpaid purchases)
 	CancelAtPeriodEnd bool             `json:"cancelAtPeriodEnd"`
 	KeyID             *string          `json:"keyId"`
+	KeyActive         bool             `json:"keyActive"` // the key admits (false with no key or a revoked one)
 	CreatedAt         time.Time        `json:"createdAt"`
 }
 
@@ -199,7 +200,7 @@ func rowTx(tx accounts.Tx, sub *accounts.Subscription, users map[string]*account
 	k, err := tx.GetKeyBySubscription(sub.ID)
 	switch {
 	case err == nil:
-		row.KeyID = &k.ID
+		row.KeyID, row.KeyActive = &k.ID, k.Active
 	case !errors.Is(err, accounts.ErrNotFound):
 		return Subscription{}, err
 	}

@@ -142,7 +142,7 @@ func TestBrowserOperatorConsole(t *testing.T) {
 	for pool, want := range map[string]string{"alpha": "2 of 4 seats sold", "handmade": "1 of 2 seats sold", "soon": "0 of 2 seats sold", "gamma": "0 of 2 seats sold"} {
 		var title string
 		ops.js(`document.querySelector(`+jsq(cell(pool))+`).title`, &title)
-		if wantTitle := fmt.Sprintf("%s %02d:00 UTC: %s", block, hour, want); title != wantTitle {
+		if wantTitle := fmt.Sprintf("%s %02d:00 UTC: %s · 0 requests served today", block, hour, want); title != wantTitle {
 			t.Errorf("the heatmap cell of %s now says %q, want %q", pool, title, wantTitle)
 		}
 	}
@@ -204,12 +204,28 @@ func TestBrowserOperatorConsole(t *testing.T) {
 	ops.waitText("#op-subscribers .msg.ok", "it will not renew")
 	ops.waitText(subRow, "ends at period end")
 
+	// Revoke the delivered key (confirmed in the dialog): the gate refuses
+	// it at once, and the row offers no second revocation.
+	handRow := `#op-subscribers tr.op-sub[data-id="` + handSub + `"]`
+	ops.waitText(handRow, "Active")
+	ops.clickText(handRow, "Revoke key")
+	ops.waitFor("the confirm dialog", visible("#confirm-dialog"))
+	ops.screenshot("revoke-dialog")
+	ops.click("#confirm-ok")
+	ops.waitText("#op-subscribers .msg.ok", "is revoked")
+	ops.waitText(handRow, "Revoked")
+	if n := ops.count(handRow + " button.op-revoke"); n != 0 {
+		t.Errorf("a revoked key's row still offers Revoke key")
+	}
+	wantRefused(t, c, key, "m-hand", "after the operator revoked the key")
+	ops.screenshot("revoked")
+
 	// The audit log, newest first.
-	ops.waitFor("three audit rows", `document.querySelectorAll('#op-audit tr.op-audit-row').length === 3`)
+	ops.waitFor("four audit rows", `document.querySelectorAll('#op-audit tr.op-audit-row').length === 4`)
 	var actions []string
 	ops.js(`[...document.querySelectorAll('#op-audit tr.op-audit-row')].map((r) => r.dataset.action)`, &actions)
-	if strings.Join(actions, " ") != "subscription.cancel pool.status subscription.deliver" {
-		t.Errorf("the audit log lists %v, want cancel, pool status, deliver (newest first)", actions)
+	if strings.Join(actions, " ") != "key.revoke subscription.cancel pool.status subscription.deliver" {
+		t.Errorf("the audit log lists %v, want revoke, cancel, pool status, deliver (newest first)", actions)
 	}
 	ops.waitText("#op-audit", "ops@example.com")
 	ops.waitText("#op-audit", "Alpha 70B")

@@ -167,14 +167,17 @@ function heatmap(pools) {
     h('th', { scope: 'row' }, p.name),
     Array.from({ length: 24 }, (_, hr) => {
       const sold = (p.soldPerHour || [])[hr] || 0;
-      const label = `${blockOf(hr)} ${pad2(hr)}:00 UTC: ${sold} of ${p.seatsPerHour} seats sold`;
+      const served = (p.servedPerHour || [])[hr] || 0;
+      const label = `${blockOf(hr)} ${pad2(hr)}:00 UTC: ${sold} of ${p.seatsPerHour} seats sold · ${served} request${served === 1 ? '' : 's'} served today`;
       return h('td', { class: `heat heat-${heatLevel(sold, p.seatsPerHour)}${hr === now ? ' now' : ''}`, title: label,
-        dataset: { hour: hr, pool: p.slug, sold, seats: p.seatsPerHour } }, h('span', { 'aria-hidden': 'true' }, sold ? String(sold) : ''),
+        dataset: { hour: hr, pool: p.slug, sold, seats: p.seatsPerHour, served } }, h('span', { 'aria-hidden': 'true' }, sold ? String(sold) : ''),
+      served ? h('span', { class: 'op-served', 'aria-hidden': 'true' }, '•') : null,
       h('span', { class: 'sr-only' }, label));
     })));
   const legend = h('p', { class: 'legend small', id: 'op-heatmap-legend' }, 'Share of the hour\'s seats sold:',
     heatLegend.map((text, i) => h('span', { class: 'legend-item' }, h('span', { class: `key heat heat-${i}`, 'aria-hidden': 'true' }), text)),
-    h('span', { class: 'legend-item op-now-key' }, `· outlined: now (${pad2(now)}:00 UTC)`));
+    h('span', { class: 'legend-item op-now-key' }, `· outlined: now (${pad2(now)}:00 UTC)`),
+    h('span', { class: 'legend-item' }, '· •: requests served today'));
   return h('div', {},
     scroller('Seats sold per UTC hour', h('table', { id: 'op-heatmap', class: 'op-heatmap' },
       h('caption', { class: 'sr-only' }, 'Seats sold per pool and UTC hour'), h('thead', {}, bands, hours), h('tbody', {}, rows))),
@@ -277,6 +280,19 @@ function subscribersPanel(state, reload) {
     announce('Subscription canceled');
     await reload('subscribers', 'orders', 'pools', 'audit');
   });
+  const revoke = (s, btn) => busy(btn, async () => {
+    p.note.clear();
+    const ok = await confirmDialog('Revoke this key?',
+      `Revoke the key of ${s.email}'s ${s.pool} subscription? It stops working at once; the subscription stays active and keeps its seats. Nothing is refunded. The buyer can turn the key back on from their page.`,
+      'Revoke key', 'Keep it');
+    if (!ok) return;
+    const r = await post(`/api/operator/keys/${encodeURIComponent(s.keyId)}/revoke`, {});
+    if (!r.ok) { p.note.show(r.error); await reload('subscribers'); return; }
+    p.note.show(r.data.changed ? `The key of ${s.email}'s ${s.pool} subscription is revoked.`
+      : `The key of ${s.email}'s ${s.pool} subscription was already revoked.`, 'ok');
+    announce('Key revoked');
+    await reload('subscribers', 'audit');
+  });
   const load = async () => {
     if (!shown) { results.replaceChildren(); return; }
     let rows;
@@ -301,13 +317,18 @@ function subscribersPanel(state, reload) {
             now.addEventListener('click', () => cancel(s, false, now));
             actions.append(now);
           }
+          if (s.keyId && s.keyActive) {
+            const rv = h('button', { type: 'button', class: 'small danger op-revoke' }, 'Revoke key');
+            rv.addEventListener('click', () => revoke(s, rv));
+            actions.append(rv);
+          }
           return h('tr', { class: 'op-sub', dataset: { id: s.id, status: s.status } },
             h('th', { scope: 'row' }, poolName(state, s)),
             h('td', {}, statusBadge(s.status), s.cancelAtPeriodEnd ? h('div', { class: 'small warn-text' }, 'ends at period end') : null),
             h('td', {}, blocksText(s)), h('td', { class: 'num' }, String(s.quantity)), h('td', { class: 'num nowrap' }, subAmount(s)),
             h('td', { class: 'nowrap' }, utc(s.currentPeriodEnd, false)),
             h('td', {}, !s.keyId ? h('span', { class: 'muted' }, 'none')
-              : h('span', { title: `key id ${s.keyId}` }, s.status === 'canceled' ? 'Revoked' : 'Issued')),
+              : h('span', { title: `key id ${s.keyId}` }, s.keyActive ? 'Active' : 'Revoked')),
             actions);
         })))));
   };
@@ -478,7 +499,7 @@ function ledgerPanel(state, reload) {
 
 // ---- Audit log -------------------------------------------------------------------
 
-const auditActions = { 'subscription.deliver': 'Delivered a key', 'subscription.cancel': 'Canceled a subscription', 'pool.status': 'Changed a pool\'s status', 'charge.refund': 'Refunded a charge' };
+const auditActions = { 'subscription.deliver': 'Delivered a key', 'subscription.cancel': 'Canceled a subscription', 'pool.status': 'Changed a pool\'s status', 'charge.refund': 'Refunded a charge', 'key.revoke': 'Revoked a key' };
 
 function auditPanel(state) {
   const p = panel('op-audit', 'Audit log', 'Every operator action, from this page or the admin API, newest first.');
