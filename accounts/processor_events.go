@@ -281,20 +281,30 @@ func (s *Service) ApplyProcessorEvent(ctx context.Context, ev ProcessorEvent) (*
 // charge ref the caller records in tx. An intent a settler holds is a 503:
 // settlement decides, and the processor delivers the event again after.
 func takeIntentByKeyTx(tx Tx, key, ref string, now time.Time) error {
-	open, err := tx.ListOpenChargeIntents(endOfTime)
-	if err != nil {
+	in, err := openIntentByKeyTx(tx, key)
+	if err != nil || in == nil {
 		return err
 	}
-	for _, in := range open {
-		if in.IdempotencyKey != key {
-			continue
-		}
-		if in.Status == IntentSettling {
-			return &Error{Status: 503, Message: "the charge this event reports is being settled; deliver the event again later"}
-		}
-		return markIntentDoneTx(tx, in.ID, ref, now)
+	if in.Status == IntentSettling {
+		return &Error{Status: 503, Message: "the charge this event reports is being settled; deliver the event again later"}
 	}
-	return nil
+	return markIntentDoneTx(tx, in.ID, ref, now)
+}
+
+// openIntentByKeyTx returns the open (pending or settling) charge intent
+// charged under the processor key, or nil.
+func openIntentByKeyTx(tx Tx, key string) (*ChargeIntent, error) {
+	// Every open intent, whatever its time: another node's clock may be ahead.
+	open, err := tx.ListOpenChargeIntents(endOfTime)
+	if err != nil {
+		return nil, err
+	}
+	for _, in := range open {
+		if in.IdempotencyKey == key {
+			return in, nil
+		}
+	}
+	return nil, nil
 }
 
 // completePendingCharge records a successful charge of a pledge or a
@@ -306,19 +316,11 @@ func (s *Service) completePendingCharge(ctx context.Context, ev ProcessorEvent, 
 	case billing.ChargePledge:
 		var in *ChargeIntent
 		err := s.store.View(ctx, func(tx Tx) error {
-			in = nil
-			open, err := tx.ListOpenChargeIntents(endOfTime)
-			if err != nil {
-				return err
-			}
-			for _, x := range open {
-				if x.IdempotencyKey == ev.IdempotencyKey && x.Status == IntentPending {
-					in = x
-				}
-			}
-			return nil
+			var err error
+			in, err = openIntentByKeyTx(tx, ev.IdempotencyKey)
+			return err
 		})
-		if err != nil || in == nil {
+		if err != nil || in == nil || in.Status != IntentPending {
 			return err
 		}
 		status, err := s.recordPledge(ctx, in, false, ev.Ref)
